@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared settings and helpers for the vhost-poll scripts. Sourced, not run.
+
+KVER=6.12.117
+KTARBALL=${KTARBALL:-/usr/src/linux-source-6.12.tar.xz}
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${VHOST_POLL_CACHE:-$HOME/.cache/vhost-poll}
+KSRC=$CACHE/linux-$KVER
+TOOLS=$CACHE/tools
+BINDGEN=$TOOLS/bin/bindgen
+BINDGEN_VERSION=0.69.5
+
+# Debian's rustc-web (1.96, with rust-src) must win over rustup's rustc,
+# which has no rust-src and cannot build the kernel's core crate.
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$TOOLS/bin:$PATH
+
+# Packages the build and the runner need, all from Debian 12.
+APT_PACKAGES="linux-source-6.12 rustc-web rust-web-src libstd-rust-web-dev
+	rust-web-clippy rustfmt-web libclang-dev clang lld llvm flex bison
+	libelf-dev dwarves cpio busybox-static qemu-system-x86 bc libssl-dev
+	build-essential kmod python3"
+
+msg() { printf '%s: %s\n' "${PROG:-vhost-poll}" "$*" >&2; }
+die() { msg "error: $*"; exit 1; }
+
+# Map a runner environment to the kernel it boots.
+env_kernel() {
+	case $1 in
+	uml|uml-tt) echo uml ;;
+	qemu) echo x86_64 ;;
+	x86_64) echo x86_64 ;;
+	*) return 1 ;;
+	esac
+}
+
+check_kernel_name() {
+	case $1 in
+	uml|x86_64) ;;
+	*) die "unknown kernel '$1' (expected uml or x86_64)" ;;
+	esac
+}
+
+kernel_arch() { [ "$1" = uml ] && echo um || echo x86_64; }
+kernel_builddir() { echo "$CACHE/build/$1"; }
+
+kernel_image() {
+	local b
+	b=$(kernel_builddir "$1")
+	if [ "$1" = uml ]; then echo "$b/linux"; else echo "$b/arch/x86/boot/bzImage"; fi
+}
+
+# The patches of patches/series, in order, one path a line.
+series_files() {
+	local p
+	[ -f "$TOP/patches/series" ] || return 0
+	while read -r p; do
+		case $p in ''|'#'*) continue ;; esac
+		[ -f "$TOP/patches/$p" ] || die "patches/series names missing patch $p"
+		echo "$TOP/patches/$p"
+	done <"$TOP/patches/series"
+}
+
+series_hash() {
+	local f
+	{
+		echo "$KVER"
+		for f in $(series_files); do
+			echo "== $(basename "$f")"
+			cat "$f"
+		done
+	} | sha256sum | cut -c1-16
+}
+
+# The fragments merged into kernel $1's config, in order.
+kernel_fragments() {
+	case $1 in
+	uml) echo "$TOP/configs/common.config $TOP/configs/uml.config $TOP/configs/debug.config" ;;
+	x86_64) echo "$KSRC/kernel/configs/kvm_guest.config $TOP/configs/common.config $TOP/configs/x86_64.config" ;;
+	esac
+}
+
+kernel_baseconfig() { [ "$1" = uml ] && echo defconfig || echo tinyconfig; }
+
+# Everything a built kernel depends on: source version, patches,
+# fragments, the toolchain.
+kernel_key() {
+	local f
+	{
+		echo "kernel $1 $KVER $(series_hash) $(kernel_baseconfig "$1")"
+		for f in $(kernel_fragments "$1"); do
+			case $f in "$KSRC"/*) echo "== ${f#"$KSRC"/}" ;; *) echo "== ${f#"$TOP"/}"; cat "$f" ;; esac
+		done
+		rustc --version 2>/dev/null
+		clang --version 2>/dev/null | head -1
+	} | sha256sum | cut -c1-16
+}
+
+kmake() {
+	local k=$1
+	shift
+	make -C "$KSRC" O="$(kernel_builddir "$k")" ARCH="$(kernel_arch "$k")" \
+		LLVM=1 BINDGEN="$BINDGEN" "$@"
+}
+
+# Print elapsed time as 1m05s.
+fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vhost_poll module parameters: values given at load time, reading and
+ * writing them at run time through sysfs, rejection of bad values (the
+ * old value kept), and unloading and reloading the module.
+ */
+#include "vhost_poll.h"
+#include "kselftest_harness.h"
+
+static const char *const params[] = { "poll_start_rate", "poll_stop_idle" };
+
+/* Values no u32 parameter may take, each written in one write(). */
+static const char *const bad_values[] = {
+	"abc", "abc\n", "-1", "-1\n", "\n", "1x", "1x\n", "12 34", " 5",
+	"4294967296", "4294967296\n", "18446744073709551616", "0x", "5\n\n",
+};
+
+#define EXPECT_PARAM(name, want) do {					\
+		char _buf[64];						\
+		ASSERT_EQ(0, vp_param_read(name, _buf, sizeof(_buf)));	\
+		EXPECT_STREQ(want, _buf);				\
+	} while (0)
+
+FIXTURE(loaded) {
+};
+
+FIXTURE_SETUP(loaded)
+{
+	const char *why = vp_cannot_run();
+
+	if (why)
+		SKIP(return, "%s", why);
+	if (vp_loaded())
+		ASSERT_EQ(0, vp_unload());
+	ASSERT_EQ(0, vp_load(""));
+}
+
+FIXTURE_TEARDOWN(loaded)
+{
+	if (vp_loaded())
+		EXPECT_EQ(0, vp_unload());
+}
+
+TEST_F(loaded, defaults)
+{
+	EXPECT_PARAM("poll_start_rate", "0\n");
+	EXPECT_PARAM("poll_stop_idle", "2\n");
+}
+
+TEST_F(loaded, permissions_0644)
+{
+	char path[128];
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+		snprintf(path, sizeof(path), VP_PARAMS "%s", params[i]);
+		ASSERT_EQ(0, stat(path, &st));
+		EXPECT_EQ(0644, st.st_mode & 07777) {
+			TH_LOG("%s has mode %o", params[i], st.st_mode & 07777);
+		}
+		EXPECT_EQ(0, st.st_uid);
+	}
+}
+
+TEST_F(loaded, write_valid)
+{
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "25\n", 3));
+	EXPECT_PARAM("poll_start_rate", "25\n");
+	/* Without the newline, as a program writes it. */
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "7", 1));
+	EXPECT_PARAM("poll_start_rate", "7\n");
+	/* The C parsers' bases: 0x for hex, a leading 0 for octal. */
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "0x10", 4));
+	EXPECT_PARAM("poll_start_rate", "16\n");
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "010", 3));
+	EXPECT_PARAM("poll_start_rate", "8\n");
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "+3", 2));
+	EXPECT_PARAM("poll_start_rate", "3\n");
+	/* The whole u32 range. */
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "4294967295", 10));
+	EXPECT_PARAM("poll_start_rate", "4294967295\n");
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "0", 1));
+	EXPECT_PARAM("poll_start_rate", "0\n");
+	ASSERT_EQ(0, vp_param_write("poll_stop_idle", "1\n", 2));
+	EXPECT_PARAM("poll_stop_idle", "1\n");
+	ASSERT_EQ(0, vp_param_write("poll_stop_idle", "100\n", 4));
+	EXPECT_PARAM("poll_stop_idle", "100\n");
+}
+
+TEST_F(loaded, write_invalid_keeps_value)
+{
+	size_t i, j;
+
+	for (i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+		ASSERT_EQ(0, vp_param_write(params[i], "42\n", 3));
+		for (j = 0; j < sizeof(bad_values) / sizeof(bad_values[0]); j++) {
+			const char *bad = bad_values[j];
+
+			EXPECT_EQ(-EINVAL, vp_param_write(params[i], bad, strlen(bad))) {
+				TH_LOG("%s accepted \"%s\"", params[i], bad);
+			}
+			EXPECT_PARAM(params[i], "42\n");
+		}
+	}
+}
+
+TEST_F(loaded, write_empty_keeps_value)
+{
+	/*
+	 * sysfs drops a zero-length write before the parameter code sees it
+	 * (echo -n "" > file): the value must simply stay.
+	 */
+	ASSERT_EQ(0, vp_param_write("poll_start_rate", "9\n", 2));
+	EXPECT_EQ(0, vp_param_write("poll_start_rate", "", 0));
+	EXPECT_PARAM("poll_start_rate", "9\n");
+}
+
+TEST(load_with_values)
+{
+	const char *why = vp_cannot_run();
+
+	if (why)
+		SKIP(return, "%s", why);
+	if (vp_loaded())
+		ASSERT_EQ(0, vp_unload());
+	ASSERT_EQ(0, vp_load("poll_start_rate=16 poll_stop_idle=3"));
+	EXPECT_PARAM("poll_start_rate", "16\n");
+	EXPECT_PARAM("poll_stop_idle", "3\n");
+	EXPECT_EQ(0, vp_unload());
+}
+
+TEST(load_bad_value_fails)
+{
+	static const char *const bad_args[] = {
+		"poll_start_rate=abc", "poll_start_rate=-1", "poll_start_rate=",
+		"poll_start_rate=1x", "poll_start_rate=4294967296",
+		"poll_stop_idle=abc", "poll_stop_idle=-1", "poll_stop_idle=",
+		"poll_stop_idle=1x", "poll_stop_idle=4294967296",
+		"poll_start_rate",
+	};
+	const char *why = vp_cannot_run();
+	size_t i;
+
+	if (why)
+		SKIP(return, "%s", why);
+	if (vp_loaded())
+		ASSERT_EQ(0, vp_unload());
+	for (i = 0; i < sizeof(bad_args) / sizeof(bad_args[0]); i++) {
+		char name[64];
+		int kmsg = vp_kmsg_open();
+
+		ASSERT_LE(0, kmsg);
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(bad_args[i], "="),
+			 bad_args[i]);
+		EXPECT_EQ(-EINVAL, vp_load(bad_args[i])) {
+			TH_LOG("insmod %s did not fail with EINVAL", bad_args[i]);
+		}
+		EXPECT_FALSE(vp_loaded());
+		/* The kernel log names the parameter that was refused. */
+		EXPECT_TRUE(vp_kmsg_has(kmsg, VP_MODULE, name)) {
+			TH_LOG("no log line names %s after insmod %s", name, bad_args[i]);
+		}
+		close(kmsg);
+		if (vp_loaded())
+			vp_unload();
+	}
+}
+
+TEST(unload_and_reload)
+{
+	const char *why = vp_cannot_run();
+
+	if (why)
+		SKIP(return, "%s", why);
+	if (vp_loaded())
+		ASSERT_EQ(0, vp_unload());
+	ASSERT_EQ(0, vp_load("poll_start_rate=5"));
+	ASSERT_EQ(0, vp_param_write("poll_stop_idle", "9\n", 2));
+	ASSERT_EQ(0, vp_unload());
+	EXPECT_FALSE(vp_loaded());
+	EXPECT_EQ(-ENOENT, vp_unload());
+
+	/* A reload starts from the defaults, not from the last values. */
+	ASSERT_EQ(0, vp_load(""));
+	EXPECT_PARAM("poll_start_rate", "0\n");
+	EXPECT_PARAM("poll_stop_idle", "2\n");
+	/* Loading twice is refused while loaded. */
+	EXPECT_EQ(-EEXIST, vp_load(""));
+	EXPECT_EQ(0, vp_unload());
+}
+
+TEST_HARNESS_MAIN
