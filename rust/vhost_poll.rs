@@ -2,12 +2,17 @@
 
 //! vhost-poll: per-virtqueue adaptive polling for vhost.
 //!
-//! A virtqueue whose guest kicks at least `poll_start_rate` times in one
+//! A virtqueue whose driver kicks at least `poll_start_rate` times in one
 //! jiffy is switched from notifications to polling by one shared kernel
-//! thread, and back after `poll_stop_idle` jiffies without new work.
-//! See Documentation/admin-guide.rst.
+//! thread, `vhost-poll`, and back after `poll_stop_idle` jiffies without
+//! new work. See Documentation/admin-guide.rst and Documentation/design.rst.
 
-use kernel::prelude::*;
+use kernel::{c_str, kthread::KThread, prelude::*, vhost_poller::Registration};
+
+pub mod policy;
+mod stats;
+mod vq;
+mod worker;
 
 module! {
     type: VhostPoll,
@@ -29,16 +34,38 @@ module! {
     },
 }
 
-struct VhostPoll;
+/// The module. Fields drop in order: vhost first (every vq back to
+/// notification mode, by the still running worker), then the worker, then
+/// the counters.
+struct VhostPoll {
+    _registration: Registration<worker::Shared>,
+    _worker: KThread,
+    _stats: Option<stats::Stats>,
+}
 
 impl kernel::Module for VhostPoll {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        let shared = worker::Shared::new()?;
+        let thread_shared = shared.clone();
+        let worker = KThread::run(c_str!("vhost-poll"), move || worker::run(thread_shared))
+            .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
+        shared.set_task(worker.task());
+        let stats = stats::Stats::new(&shared)
+            .inspect_err(|e| pr_warn!("no counters in debugfs: {:?}\n", e))
+            .ok();
+        let registration = Registration::new(shared).inspect_err(|e| {
+            pr_err!("cannot register with vhost (another poller loaded?): {:?}\n", e)
+        })?;
         pr_info!(
             "loaded: poll_start_rate={} poll_stop_idle={}\n",
             module_parameters::poll_start_rate.get(),
             module_parameters::poll_stop_idle.get()
         );
-        Ok(VhostPoll)
+        Ok(VhostPoll {
+            _registration: registration,
+            _worker: worker,
+            _stats: stats,
+        })
     }
 }
 

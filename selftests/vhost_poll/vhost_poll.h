@@ -6,6 +6,7 @@
 #ifndef VHOST_POLL_SELFTEST_H
 #define VHOST_POLL_SELFTEST_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VP_MODULE	"vhost_poll"
@@ -143,6 +145,206 @@ static inline bool vp_kmsg_has(int fd, const char *needle1, const char *needle2)
 		if (strstr(rec, needle1) && (!needle2 || strstr(rec, needle2)))
 			return true;
 	}
+}
+
+#define VP_DEBUGFS	"/sys/kernel/debug/vhost_poll/"
+
+/* One row of /sys/kernel/debug/vhost_poll/vqs. */
+struct vp_vq_row {
+	int pid;
+	unsigned int dev, vq;
+	bool poll;
+	unsigned long long kicks, poll_work, notify_work, empty_polls;
+	unsigned long long enters, exits;
+};
+
+/* Read the rows of the vqs file; returns how many, or -errno. */
+static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
+{
+	char line[256], mode[16];
+	FILE *f = fopen(VP_DEBUGFS "vqs", "re");
+	int n = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(line, sizeof(line), f) || strncmp(line, "pid dev vq mode", 15)) {
+		fclose(f);
+		return -EPROTO;
+	}
+	while (n < max && fgets(line, sizeof(line), f)) {
+		struct vp_vq_row *r = &rows[n];
+
+		if (sscanf(line, "%d %u %u %15s %llu %llu %llu %llu %llu %llu",
+			   &r->pid, &r->dev, &r->vq, mode, &r->kicks,
+			   &r->poll_work, &r->notify_work, &r->empty_polls,
+			   &r->enters, &r->exits) != 10)
+			continue;
+		r->poll = !strcmp(mode, "poll");
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* The rows of process @pid, summed; returns how many rows, or -errno. */
+static inline int vp_vq_sum(int pid, struct vp_vq_row *sum, int *polled)
+{
+	struct vp_vq_row rows[256];
+	int n = vp_vq_rows(rows, 256), i, found = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	if (polled)
+		*polled = 0;
+	for (i = 0; i < n; i++) {
+		if (rows[i].pid != pid)
+			continue;
+		found++;
+		sum->kicks += rows[i].kicks;
+		sum->poll_work += rows[i].poll_work;
+		sum->notify_work += rows[i].notify_work;
+		sum->empty_polls += rows[i].empty_polls;
+		sum->enters += rows[i].enters;
+		sum->exits += rows[i].exits;
+		if (polled && rows[i].poll)
+			(*polled)++;
+	}
+	return n < 0 ? n : found;
+}
+
+/* The row of /sys/kernel/debug/vhost_poll/worker. */
+struct vp_worker {
+	int pid;
+	unsigned long long passes, busy_ns, idle_ns, mm_switches;
+	unsigned int polled_vqs;
+};
+
+static inline int vp_worker(struct vp_worker *w)
+{
+	char line[256];
+	FILE *f = fopen(VP_DEBUGFS "worker", "re");
+	int ok;
+
+	if (!f)
+		return -errno;
+	ok = fgets(line, sizeof(line), f) && fgets(line, sizeof(line), f) &&
+	     sscanf(line, "%d %llu %llu %llu %llu %u", &w->pid, &w->passes,
+		    &w->busy_ns, &w->idle_ns, &w->mm_switches, &w->polled_vqs) == 6;
+	fclose(f);
+	return ok ? 0 : -EPROTO;
+}
+
+/* The scheduler state letter of task @pid (R, S, D, ...), or 0. */
+static inline char vp_task_state(int pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!p)
+		return 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* How many tasks are named @comm. */
+static inline int vp_count_threads(const char *comm)
+{
+	char path[300], buf[64];
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		FILE *f;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(buf, sizeof(buf), f)) {
+			buf[strcspn(buf, "\n")] = '\0';
+			n += !strcmp(buf, comm);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* CONFIG_HZ of the kernel under test, from $VHOST_POLL_KDIR/.config; 0 if unknown. */
+static inline int vp_hz(void)
+{
+	const char *kdir = getenv("VHOST_POLL_KDIR");
+	char path[512], line[256];
+	int hz = 0;
+	FILE *f;
+
+	if (!kdir)
+		return 0;
+	snprintf(path, sizeof(path), "%s/.config", kdir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CONFIG_HZ=%d", &hz) == 1)
+			break;
+	fclose(f);
+	return hz;
+}
+
+static inline void vp_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static inline void vp_sleep_us(unsigned int us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* Write a decimal value to a parameter; 0 or -errno. */
+static inline int vp_param_set(const char *name, unsigned long v)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%lu\n", v);
+
+	return vp_param_write(name, buf, n);
+}
+
+/* vhost_test.ko, built from the kernel tree; from $VHOST_POLL_TEST_KO. */
+static inline const char *vp_test_ko(void)
+{
+	const char *ko = getenv("VHOST_POLL_TEST_KO");
+
+	return ko && *ko ? ko : NULL;
+}
+
+/* Make sure vhost_test is loaded; 0 or -errno. */
+static inline int vp_load_vhost_test(void)
+{
+	int ret;
+
+	if (!access("/dev/vhost-test", F_OK))
+		return 0;
+	if (!vp_test_ko())
+		return -ENOENT;
+	ret = vp_load_file(vp_test_ko(), "");
+	return ret == -EEXIST ? 0 : ret;
 }
 
 #endif /* VHOST_POLL_SELFTEST_H */

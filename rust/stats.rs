@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The counters, in debugfs: `/sys/kernel/debug/vhost_poll/vqs` (a row per
+//! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (the shared
+//! thread). Plain text: a header line of column names, then rows.
+
+use crate::worker::Shared;
+use core::fmt::Write;
+use core::sync::atomic::Ordering::Relaxed;
+use kernel::{
+    c_str,
+    debugfs::{Dir, File, SeqFile, ShowFile},
+    prelude::*,
+    sync::Arc,
+    time::Ktime,
+};
+
+struct Vqs(Arc<Shared>);
+
+impl ShowFile for Vqs {
+    fn show(&self, m: &mut SeqFile<'_>) -> Result {
+        writeln!(m, "pid dev vq mode kicks poll_work notify_work empty_polls enters exits")?;
+        let mut res = Ok(());
+        self.0.for_each_vq(|vq, polled| {
+            let c = &vq.counters;
+            // SAFETY: `for_each_vq` shows only vqs in the worker's table,
+            // which are attached: detach takes them out first.
+            let pid = unsafe { vq.vq.owner() };
+            if res.is_ok() {
+                res = writeln!(
+                    m,
+                    "{} {} {} {} {} {} {} {} {} {}",
+                    pid,
+                    vq.dev,
+                    vq.index,
+                    if polled { "poll" } else { "notify" },
+                    c.kicks.load(Relaxed),
+                    c.poll_work.load(Relaxed),
+                    c.notify_work.load(Relaxed),
+                    c.empty_polls.load(Relaxed),
+                    c.enters.load(Relaxed),
+                    c.exits.load(Relaxed),
+                );
+            }
+        });
+        Ok(res?)
+    }
+}
+
+struct Worker(Arc<Shared>);
+
+impl ShowFile for Worker {
+    fn show(&self, m: &mut SeqFile<'_>) -> Result {
+        let c = &self.0.counters;
+        // Add the period in progress, so that a busy worker's time moves.
+        let since = c.since_ns.load(Relaxed);
+        let current = u64::try_from(Ktime::ktime_get().to_ns() - since).unwrap_or(0);
+        let (mut busy, mut idle) = (c.busy_ns.load(Relaxed), c.idle_ns.load(Relaxed));
+        if c.asleep.load(Relaxed) {
+            idle += current;
+        } else {
+            busy += current;
+        }
+        writeln!(m, "pid passes busy_ns idle_ns mm_switches polled_vqs")?;
+        writeln!(
+            m,
+            "{} {} {} {} {} {}",
+            c.pid.load(Relaxed),
+            c.passes.load(Relaxed),
+            busy,
+            idle,
+            c.mm_switches.load(Relaxed),
+            c.polled_vqs.load(Relaxed),
+        )?;
+        Ok(())
+    }
+}
+
+/// The debugfs directory and its files; removed on drop (files first).
+pub(crate) struct Stats {
+    _vqs: File<Vqs>,
+    _worker: File<Worker>,
+    _dir: Dir,
+}
+
+impl Stats {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Result<Self> {
+        let dir = Dir::new(c_str!("vhost_poll"))?;
+        Ok(Self {
+            _vqs: dir.show_file(c_str!("vqs"), Arc::new(Vqs(shared.clone()), GFP_KERNEL)?)?,
+            _worker: dir.show_file(c_str!("worker"), Arc::new(Worker(shared.clone()), GFP_KERNEL)?)?,
+            _dir: dir,
+        })
+    }
+}

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A user-space virtio driver for vhost-test: one split ring in this
+ * process's memory, identity-mapped into vhost with one memory region,
+ * kicked and waited for through eventfds.
+ *
+ * Every buffer carries a sequence number; a bitmap records which were
+ * used, so that a buffer used twice, or never, is caught.
+ */
+#ifndef VHOST_POLL_VRING_H
+#define VHOST_POLL_VRING_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <linux/vhost.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+/* From drivers/vhost/test.h. */
+#define VHOST_TEST_RUN _IOW(VHOST_VIRTIO, 0x31, int)
+
+#define VR_BUF_SIZE	64
+#define VR_ALIGN	4096
+
+struct vring_drv {
+	int fd, kick, call;
+	unsigned int num;
+	bool event_idx;
+	struct vring vr;
+	void *arena;
+	size_t arena_len;
+	char *bufs;
+	uint16_t avail_idx, last_used;
+	/* Free descriptors, as a stack. */
+	uint16_t *free;
+	unsigned int nfree;
+	/* Sequence number of the buffer in each descriptor; 0 when free. */
+	uint64_t *seq_of;
+	/* Which sequence numbers were used (bit per buffer). */
+	uint8_t *used_map;
+	uint64_t map_bits;
+	uint64_t posted, used, kicks, calls;
+	/* Errors seen: unknown or free id used, a buffer used twice. */
+	uint64_t bad_id, dup;
+};
+
+static inline void vr_wmb(void)
+{
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static inline void vr_mb(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* Map the arena into vhost's memory table at its own address. */
+static inline int vring_set_mem(struct vring_drv *d, void *base, size_t len)
+{
+	struct {
+		struct vhost_memory m;
+		struct vhost_memory_region r;
+	} mem = {
+		.m.nregions = 1,
+		.r.guest_phys_addr = (uintptr_t)base,
+		.r.memory_size = len,
+		.r.userspace_addr = (uintptr_t)base,
+	};
+
+	return ioctl(d->fd, VHOST_SET_MEM_TABLE, &mem) ? -errno : 0;
+}
+
+/* Lay the ring out at @p (zeroed) and give vhost its addresses, from base 0. */
+static inline int vring_place(struct vring_drv *d, void *p)
+{
+	struct vhost_vring_state s = { .index = 0, .num = d->num };
+	struct vhost_vring_addr a = { .index = 0 };
+
+	memset(p, 0, vring_size(d->num, VR_ALIGN));
+	vring_init(&d->vr, d->num, p, VR_ALIGN);
+	a.desc_user_addr = (uintptr_t)d->vr.desc;
+	a.avail_user_addr = (uintptr_t)d->vr.avail;
+	a.used_user_addr = (uintptr_t)d->vr.used;
+	d->avail_idx = d->last_used = 0;
+	if (ioctl(d->fd, VHOST_SET_VRING_NUM, &s))
+		return -errno;
+	s.num = 0;
+	if (ioctl(d->fd, VHOST_SET_VRING_BASE, &s))
+		return -errno;
+	return ioctl(d->fd, VHOST_SET_VRING_ADDR, &a) ? -errno : 0;
+}
+
+static inline int vring_run(struct vring_drv *d, int on)
+{
+	return ioctl(d->fd, VHOST_TEST_RUN, &on) ? -errno : 0;
+}
+
+/* Open vhost-test with a ring of @num entries; @max_bufs bounds the
+ * sequence numbers this driver can check. 0 or -errno.
+ */
+static inline int vring_open(struct vring_drv *d, unsigned int num,
+			     bool event_idx, uint64_t max_bufs)
+{
+	uint64_t features = (1ULL << VIRTIO_F_VERSION_1) |
+		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
+	struct vhost_vring_file f = { .index = 0 };
+	size_t ring_len = (vring_size(num, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
+	unsigned int i;
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	d->num = num;
+	d->event_idx = event_idx;
+	/* Two ring slots, so that the ring can be moved; then the buffers. */
+	d->arena_len = 2 * ring_len + (size_t)num * VR_BUF_SIZE;
+	d->arena = mmap(NULL, d->arena_len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (d->arena == MAP_FAILED)
+		return -errno;
+	d->bufs = (char *)d->arena + 2 * ring_len;
+	d->free = calloc(num, sizeof(*d->free));
+	d->seq_of = calloc(num, sizeof(*d->seq_of));
+	d->map_bits = max_bufs + 1;
+	d->used_map = calloc((d->map_bits + 7) / 8, 1);
+	if (!d->free || !d->seq_of || !d->used_map)
+		return -ENOMEM;
+	for (i = 0; i < num; i++)
+		d->free[i] = num - 1 - i;
+	d->nfree = num;
+
+	d->fd = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
+	if (d->fd < 0)
+		return -errno;
+	d->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	d->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->kick < 0 || d->call < 0)
+		return -errno;
+	if (ioctl(d->fd, VHOST_SET_OWNER, NULL) ||
+	    ioctl(d->fd, VHOST_SET_FEATURES, &features))
+		return -errno;
+	ret = vring_set_mem(d, d->arena, d->arena_len);
+	if (ret)
+		return ret;
+	ret = vring_place(d, d->arena);
+	if (ret)
+		return ret;
+	f.fd = d->kick;
+	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
+		return -errno;
+	f.fd = d->call;
+	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
+		return -errno;
+	return vring_run(d, 1);
+}
+
+static inline void vring_close(struct vring_drv *d)
+{
+	if (d->fd > 0)
+		close(d->fd);
+	if (d->kick > 0)
+		close(d->kick);
+	if (d->call > 0)
+		close(d->call);
+	if (d->arena && d->arena != MAP_FAILED)
+		munmap(d->arena, d->arena_len);
+	free(d->free);
+	free(d->seq_of);
+	free(d->used_map);
+	memset(d, 0, sizeof(*d));
+}
+
+static inline void vring_kick(struct vring_drv *d)
+{
+	uint64_t one = 1;
+
+	if (write(d->kick, &one, sizeof(one)) == sizeof(one))
+		d->kicks++;
+}
+
+/* Post up to @n buffers; kick if the device asks for it. Returns how many. */
+static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
+{
+	uint16_t old = d->avail_idx;
+	unsigned int i;
+
+	for (i = 0; i < n && d->nfree && d->posted + 1 < d->map_bits; i++) {
+		uint16_t head = d->free[--d->nfree];
+		char *buf = d->bufs + (size_t)head * VR_BUF_SIZE;
+		uint64_t seq = ++d->posted;
+
+		memcpy(buf, &seq, sizeof(seq));
+		d->seq_of[head] = seq;
+		d->vr.desc[head].addr = (uintptr_t)buf;
+		d->vr.desc[head].len = VR_BUF_SIZE;
+		d->vr.desc[head].flags = 0;
+		d->vr.desc[head].next = 0;
+		d->vr.avail->ring[d->avail_idx % d->num] = head;
+		d->avail_idx++;
+	}
+	if (!i)
+		return 0;
+	vr_wmb();
+	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
+	/* Make the new index visible before reading whether to kick. */
+	vr_mb();
+	if (d->event_idx) {
+		if (vring_need_event(__atomic_load_n(&vring_avail_event(&d->vr), __ATOMIC_ACQUIRE),
+				     d->avail_idx, old))
+			vring_kick(d);
+	} else if (!(__atomic_load_n(&d->vr.used->flags, __ATOMIC_ACQUIRE) &
+		     VRING_USED_F_NO_NOTIFY)) {
+		vring_kick(d);
+	}
+	return i;
+}
+
+/* Take the used buffers; returns how many. */
+static inline unsigned int vring_reap(struct vring_drv *d)
+{
+	unsigned int n = 0;
+
+	for (;;) {
+		uint16_t idx = __atomic_load_n(&d->vr.used->idx, __ATOMIC_ACQUIRE);
+		uint32_t id;
+		uint64_t seq;
+
+		if (idx == d->last_used)
+			break;
+		id = d->vr.used->ring[d->last_used % d->num].id;
+		d->last_used++;
+		if (id >= d->num || !d->seq_of[id]) {
+			d->bad_id++;
+			continue;
+		}
+		seq = d->seq_of[id];
+		if (d->used_map[seq / 8] & (1 << (seq % 8)))
+			d->dup++;
+		d->used_map[seq / 8] |= 1 << (seq % 8);
+		d->seq_of[id] = 0;
+		d->free[d->nfree++] = id;
+		d->used++;
+		n++;
+	}
+	/* Ask for a call when the next buffer is used. */
+	if (d->event_idx)
+		__atomic_store_n(&vring_used_event(&d->vr), d->last_used, __ATOMIC_RELEASE);
+	vr_mb();
+	return n;
+}
+
+/* Wait up to @ms for a call (0 if one came, -ETIMEDOUT if not). */
+static inline int vring_wait(struct vring_drv *d, int ms)
+{
+	struct pollfd p = { .fd = d->call, .events = POLLIN };
+	uint64_t v;
+
+	if (poll(&p, 1, ms) <= 0)
+		return -ETIMEDOUT;
+	if (read(d->call, &v, sizeof(v)) == sizeof(v))
+		d->calls++;
+	return 0;
+}
+
+/* Wait until every posted buffer is used; 0 or -ETIMEDOUT after @ms quiet. */
+static inline int vring_drain(struct vring_drv *d, int ms)
+{
+	while (d->used < d->posted) {
+		if (vring_reap(d))
+			continue;
+		if (vring_wait(d, ms) && !vring_reap(d))
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+/*
+ * Stream @total more buffers, @batch at a time, as fast as the device
+ * takes them. 0, or -ETIMEDOUT if the device took nothing for @ms.
+ */
+static inline int vring_stream(struct vring_drv *d, uint64_t total,
+			       unsigned int batch, int ms)
+{
+	uint64_t end = d->posted + total;
+
+	while (d->posted < end) {
+		uint64_t left = end - d->posted;
+
+		vring_reap(d);
+		if (vring_post(d, left < batch ? left : batch))
+			continue;
+		/* Ring full: wait for the device. */
+		if (vring_wait(d, ms) && !vring_reap(d))
+			return -ETIMEDOUT;
+	}
+	return vring_drain(d, ms);
+}
+
+/* Whether every buffer posted so far was used exactly once. */
+static inline bool vring_all_used_once(struct vring_drv *d)
+{
+	uint64_t s;
+
+	if (d->bad_id || d->dup || d->used != d->posted)
+		return false;
+	for (s = 1; s <= d->posted; s++)
+		if (!(d->used_map[s / 8] & (1 << (s % 8))))
+			return false;
+	return true;
+}
+
+#endif /* VHOST_POLL_VRING_H */
