@@ -19,7 +19,10 @@ struct Vqs(Arc<Shared>);
 
 impl ShowFile for Vqs {
     fn show(&self, m: &mut SeqFile<'_>) -> Result {
-        writeln!(m, "pid dev vq mode kicks poll_work notify_work empty_polls enters exits")?;
+        writeln!(
+            m,
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits"
+        )?;
         let mut res = Ok(());
         self.0.for_each_vq(|vq, polled| {
             let c = &vq.counters;
@@ -88,7 +91,10 @@ impl Stats {
         let dir = Dir::new(c_str!("vhost_poll"))?;
         Ok(Self {
             _vqs: dir.show_file(c_str!("vqs"), Arc::new(Vqs(shared.clone()), GFP_KERNEL)?)?,
-            _worker: dir.show_file(c_str!("worker"), Arc::new(Worker(shared.clone()), GFP_KERNEL)?)?,
+            _worker: dir.show_file(
+                c_str!("worker"),
+                Arc::new(Worker(shared.clone()), GFP_KERNEL)?,
+            )?,
             _dir: dir,
         })
     }

@@ -54,7 +54,10 @@ impl kernel::Module for VhostPoll {
             .inspect_err(|e| pr_warn!("no counters in debugfs: {:?}\n", e))
             .ok();
         let registration = Registration::new(shared).inspect_err(|e| {
-            pr_err!("cannot register with vhost (another poller loaded?): {:?}\n", e)
+            pr_err!(
+                "cannot register with vhost (another poller loaded?): {:?}\n",
+                e
+            )
         })?;
         pr_info!(
             "loaded: poll_start_rate={} poll_stop_idle={}\n",

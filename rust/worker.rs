@@ -15,8 +15,8 @@
 
 use crate::policy::{Idle, RoundRobin};
 use crate::vq::{VqCounters, VqState};
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     kthread::{self, MmUse},
@@ -212,10 +212,19 @@ impl Poller for Shared {
             detach: false,
         };
         // Reuse a free slot before growing the table.
-        if let Some(slot) = inner.entries.as_mut_slice().iter_mut().find(|e| e.is_none()) {
+        if let Some(slot) = inner
+            .entries
+            .as_mut_slice()
+            .iter_mut()
+            .find(|e| e.is_none())
+        {
             *slot = Some(entry);
         } else if inner.entries.push(Some(entry), GFP_KERNEL).is_err() {
-            pr_warn!("out of memory: vq {} of device {} will not be polled\n", index, dev);
+            pr_warn!(
+                "out of memory: vq {} of device {} will not be polled\n",
+                index,
+                dev
+            );
             return None;
         }
         Some(state)
@@ -395,8 +404,7 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
     } else {
         c.empty_polls.fetch_add(1, Relaxed);
         e.idle.empty();
-        if e
-            .idle
+        if e.idle
             .stops(now(), crate::module_parameters::poll_stop_idle.get())
         {
             stop(shared, e, mm, true);
@@ -459,7 +467,10 @@ impl Shared {
 pub(crate) fn run(shared: Arc<Shared>) {
     let pid = current!().pid();
     shared.counters.pid.store(pid.into(), Relaxed);
-    shared.counters.since_ns.store(Ktime::ktime_get().to_ns(), Relaxed);
+    shared
+        .counters
+        .since_ns
+        .store(Ktime::ktime_get().to_ns(), Relaxed);
     let mut mm = MmCursor::new(&shared);
     let mut rr = RoundRobin::new();
     while !kthread::should_stop() {

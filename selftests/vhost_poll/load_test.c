@@ -37,7 +37,7 @@ TEST(in_tree_rust_sample_loads)
 		SKIP(return, "VHOST_POLL_KDIR is not set (run through scripts/check)");
 	snprintf(path, sizeof(path), "%s/samples/rust/rust_minimal.ko", kdir);
 	if (access(path, R_OK))
-		SKIP(return, "this kernel has no rust_minimal.ko (CONFIG_SAMPLE_RUST_MINIMAL=m is set for uml only)");
+		SKIP(return, "no rust_minimal.ko: CONFIG_SAMPLE_RUST_MINIMAL=m is for uml only");
 	vp_unload_name("rust_minimal");
 	ASSERT_EQ(0, vp_load_file(path, ""));
 	EXPECT_EQ(0, access("/sys/module/rust_minimal", F_OK));
@@ -79,7 +79,7 @@ TEST(modinfo_describes_parameters)
 		len += n;
 	}
 	close(fd);
-	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
 		EXPECT_NE(NULL, memmem(info, len, want[i], strlen(want[i]))) {
 			TH_LOG("no \"%s\" in %s", want[i], vp_ko());
 		}

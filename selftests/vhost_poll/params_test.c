@@ -53,7 +53,7 @@ TEST_F(loaded, permissions_0644)
 	struct stat st;
 	size_t i;
 
-	for (i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(params); i++) {
 		snprintf(path, sizeof(path), VP_PARAMS "%s", params[i]);
 		ASSERT_EQ(0, stat(path, &st));
 		EXPECT_EQ(0644, st.st_mode & 07777) {
@@ -92,9 +92,9 @@ TEST_F(loaded, write_invalid_keeps_value)
 {
 	size_t i, j;
 
-	for (i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(params); i++) {
 		ASSERT_EQ(0, vp_param_write(params[i], "42\n", 3));
-		for (j = 0; j < sizeof(bad_values) / sizeof(bad_values[0]); j++) {
+		for (j = 0; j < ARRAY_SIZE(bad_values); j++) {
 			const char *bad = bad_values[j];
 
 			EXPECT_EQ(-EINVAL, vp_param_write(params[i], bad, strlen(bad))) {
@@ -146,7 +146,7 @@ TEST(load_bad_value_fails)
 		SKIP(return, "%s", why);
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
-	for (i = 0; i < sizeof(bad_args) / sizeof(bad_args[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(bad_args); i++) {
 		char name[64];
 		int kmsg = vp_kmsg_open();
 

@@ -120,12 +120,13 @@ TEST_F(poll, below_rate_never_polls)
 TEST_F(poll, above_rate_polls_and_silences_kicks)
 {
 	struct vp_vq_row sum;
-	uint64_t kicks0, bufs0;
+	__u64 kicks0, bufs0;
 	int polled;
 
 	/* A long idle time: the driver's pauses are not what is measured. */
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz() / 2));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
+	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), &sum, &polled));
 	ASSERT_LE(1, sum.enters);
@@ -154,7 +155,7 @@ TEST_F(poll, idle_returns_to_notification)
 	struct vp_vq_row sum;
 	struct vp_worker w;
 	unsigned int waited = 0;
-	uint64_t kicks;
+	__u64 kicks;
 	int polled;
 
 	/*
@@ -164,6 +165,7 @@ TEST_F(poll, idle_returns_to_notification)
 	 */
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
+	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", idle));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), &sum, &polled));
@@ -203,11 +205,12 @@ TEST_F(poll, idle_returns_to_notification)
 TEST_F(poll, rate_zero_mid_stream)
 {
 	struct vp_vq_row sum;
-	uint64_t enters;
+	__u64 enters;
 	int polled, i;
 
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
+	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), &sum, &polled));
 	ASSERT_LE(1, sum.enters);
@@ -229,6 +232,7 @@ TEST_F(poll, rate_zero_mid_stream)
 	enters = sum.enters;
 
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
+	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), &sum, &polled));
 	EXPECT_LT(enters, sum.enters);
@@ -326,6 +330,7 @@ static void *stream_thread(void *arg)
 {
 	struct dev_thread *dt = arg;
 
+	vring_post_kicked(&dt->d, 4 * RATE_LOW);
 	dt->ret = vring_stream(&dt->d, 20000, 1, STALL_MS);
 	if (!dt->ret && !vring_all_used_once(&dt->d))
 		dt->ret = -EIO;
@@ -401,6 +406,7 @@ static int polled_driver(struct vring_drv *d)
 
 	if (ret)
 		return ret;
+	vring_post_kicked(d, 4 * RATE_LOW);
 	ret = vring_stream(d, 5000, 1, STALL_MS);
 	if (ret)
 		return ret;
@@ -433,6 +439,7 @@ TEST_F(teardown, sigkill_owner_while_polled)
 
 		if (vring_open(&d, RING, true, 1 << 24))
 			_exit(1);
+		vring_post_kicked(&d, 4 * RATE_LOW);
 		for (;;)
 			if (vring_stream(&d, 1000, 1, STALL_MS))
 				_exit(2);
@@ -465,6 +472,7 @@ TEST_F(teardown, reconfigure_while_polled)
 		ASSERT_EQ(0, vring_run(&d, 0));
 		ASSERT_EQ(0, vring_place(&d, (char *)d.arena + (i % 2 ? 0 : ring_len)));
 		ASSERT_EQ(0, vring_run(&d, 1));
+		vring_post_kicked(&d, 4 * RATE_LOW);
 		ASSERT_EQ(0, vring_stream(&d, 5000, 1, STALL_MS));
 	}
 	ASSERT_EQ(1, vp_vq_sum(getpid(), &sum, &polled));
@@ -490,6 +498,7 @@ TEST_F(teardown, rmmod_mid_stream)
 
 		if (vring_open(&d, RING, true, 1 << 20))
 			_exit(1);
+		vring_post_kicked(&d, 4 * RATE_LOW);
 		if (vring_stream(&d, 200000, 1, STALL_MS))
 			_exit(2);
 		_exit(vring_all_used_once(&d) ? 0 : 3);

@@ -14,7 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
-#include <stdint.h>
+#include <linux/types.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -39,18 +39,18 @@ struct vring_drv {
 	void *arena;
 	size_t arena_len;
 	char *bufs;
-	uint16_t avail_idx, last_used;
+	__u16 avail_idx, last_used;
 	/* Free descriptors, as a stack. */
-	uint16_t *free;
+	__u16 *free;
 	unsigned int nfree;
 	/* Sequence number of the buffer in each descriptor; 0 when free. */
-	uint64_t *seq_of;
+	__u64 *seq_of;
 	/* Which sequence numbers were used (bit per buffer). */
-	uint8_t *used_map;
-	uint64_t map_bits;
-	uint64_t posted, used, kicks, calls;
+	__u8 *used_map;
+	__u64 map_bits;
+	__u64 posted, used, kicks, calls;
 	/* Errors seen: unknown or free id used, a buffer used twice. */
-	uint64_t bad_id, dup;
+	__u64 bad_id, dup;
 };
 
 static inline void vr_wmb(void)
@@ -90,7 +90,8 @@ static inline int vring_place(struct vring_drv *d, void *p)
 	a.desc_user_addr = (uintptr_t)d->vr.desc;
 	a.avail_user_addr = (uintptr_t)d->vr.avail;
 	a.used_user_addr = (uintptr_t)d->vr.used;
-	d->avail_idx = d->last_used = 0;
+	d->avail_idx = 0;
+	d->last_used = 0;
 	if (ioctl(d->fd, VHOST_SET_VRING_NUM, &s))
 		return -errno;
 	s.num = 0;
@@ -108,9 +109,9 @@ static inline int vring_run(struct vring_drv *d, int on)
  * sequence numbers this driver can check. 0 or -errno.
  */
 static inline int vring_open(struct vring_drv *d, unsigned int num,
-			     bool event_idx, uint64_t max_bufs)
+			     bool event_idx, __u64 max_bufs)
 {
-	uint64_t features = (1ULL << VIRTIO_F_VERSION_1) |
+	__u64 features = (1ULL << VIRTIO_F_VERSION_1) |
 		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
 	struct vhost_vring_file f = { .index = 0 };
 	size_t ring_len = (vring_size(num, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
@@ -180,7 +181,7 @@ static inline void vring_close(struct vring_drv *d)
 
 static inline void vring_kick(struct vring_drv *d)
 {
-	uint64_t one = 1;
+	__u64 one = 1;
 
 	if (write(d->kick, &one, sizeof(one)) == sizeof(one))
 		d->kicks++;
@@ -189,13 +190,13 @@ static inline void vring_kick(struct vring_drv *d)
 /* Post up to @n buffers; kick if the device asks for it. Returns how many. */
 static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 {
-	uint16_t old = d->avail_idx;
+	__u16 old = d->avail_idx;
 	unsigned int i;
 
 	for (i = 0; i < n && d->nfree && d->posted + 1 < d->map_bits; i++) {
-		uint16_t head = d->free[--d->nfree];
+		__u16 head = d->free[--d->nfree];
 		char *buf = d->bufs + (size_t)head * VR_BUF_SIZE;
-		uint64_t seq = ++d->posted;
+		__u64 seq = ++d->posted;
 
 		memcpy(buf, &seq, sizeof(seq));
 		d->seq_of[head] = seq;
@@ -223,15 +224,35 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 	return i;
 }
 
+/*
+ * Post @n buffers one at a time, kicking after each whatever the device
+ * asked (a driver may always notify): @n kicks in a row, the load that
+ * makes the rate in any time model, simulated time included.
+ */
+static inline unsigned int vring_post_kicked(struct vring_drv *d, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		__u64 kicks = d->kicks;
+
+		if (!vring_post(d, 1))
+			break;
+		if (d->kicks == kicks)
+			vring_kick(d);
+	}
+	return i;
+}
+
 /* Take the used buffers; returns how many. */
 static inline unsigned int vring_reap(struct vring_drv *d)
 {
 	unsigned int n = 0;
 
 	for (;;) {
-		uint16_t idx = __atomic_load_n(&d->vr.used->idx, __ATOMIC_ACQUIRE);
-		uint32_t id;
-		uint64_t seq;
+		__u16 idx = __atomic_load_n(&d->vr.used->idx, __ATOMIC_ACQUIRE);
+		__u32 id;
+		__u64 seq;
 
 		if (idx == d->last_used)
 			break;
@@ -261,7 +282,7 @@ static inline unsigned int vring_reap(struct vring_drv *d)
 static inline int vring_wait(struct vring_drv *d, int ms)
 {
 	struct pollfd p = { .fd = d->call, .events = POLLIN };
-	uint64_t v;
+	__u64 v;
 
 	if (poll(&p, 1, ms) <= 0)
 		return -ETIMEDOUT;
@@ -286,13 +307,13 @@ static inline int vring_drain(struct vring_drv *d, int ms)
  * Stream @total more buffers, @batch at a time, as fast as the device
  * takes them. 0, or -ETIMEDOUT if the device took nothing for @ms.
  */
-static inline int vring_stream(struct vring_drv *d, uint64_t total,
+static inline int vring_stream(struct vring_drv *d, __u64 total,
 			       unsigned int batch, int ms)
 {
-	uint64_t end = d->posted + total;
+	__u64 end = d->posted + total;
 
 	while (d->posted < end) {
-		uint64_t left = end - d->posted;
+		__u64 left = end - d->posted;
 
 		vring_reap(d);
 		if (vring_post(d, left < batch ? left : batch))
@@ -307,7 +328,7 @@ static inline int vring_stream(struct vring_drv *d, uint64_t total,
 /* Whether every buffer posted so far was used exactly once. */
 static inline bool vring_all_used_once(struct vring_drv *d)
 {
-	uint64_t s;
+	__u64 s;
 
 	if (d->bad_id || d->dup || d->used != d->posted)
 		return false;

@@ -11,7 +11,7 @@
 /* This device's rows of vhost_poll's counters, and the worker's. */
 static void print_counters(void)
 {
-	const char *files[] = { "/sys/kernel/debug/vhost_poll/vqs",
+	static const char * const files[] = { "/sys/kernel/debug/vhost_poll/vqs",
 				"/sys/kernel/debug/vhost_poll/worker" };
 	char line[256];
 	unsigned int i;
@@ -56,13 +56,27 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "n:b:r:Ech")) != -1) {
 		switch (c) {
-		case 'n': n = strtoull(optarg, NULL, 0); break;
-		case 'b': batch = strtoul(optarg, NULL, 0); break;
-		case 'r': ring = strtoul(optarg, NULL, 0); break;
-		case 'E': event_idx = false; break;
-		case 'c': counters = true; break;
-		case 'h': usage(argv[0]); return 0;
-		default: usage(argv[0]); return 2;
+		case 'n':
+			n = strtoull(optarg, NULL, 0);
+			break;
+		case 'b':
+			batch = strtoul(optarg, NULL, 0);
+			break;
+		case 'r':
+			ring = strtoul(optarg, NULL, 0);
+			break;
+		case 'E':
+			event_idx = false;
+			break;
+		case 'c':
+			counters = true;
+			break;
+		case 'h':
+			usage(argv[0]);
+			return 0;
+		default:
+			usage(argv[0]);
+			return 2;
 		}
 	}
 	if (!n || !batch || !ring || ring > 32768 || (ring & (ring - 1))) {
@@ -79,8 +93,9 @@ int main(int argc, char **argv)
 	ret = vring_stream(&d, n, batch, 5000);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	printf("buffers=%llu seconds=%.3f buffers_per_s=%.0f kicks=%llu kicks_per_1000=%.2f all_used_once=%s\n",
-	       (unsigned long long)d.used, secs, d.used / secs,
+	printf("buffers=%llu seconds=%.3f buffers_per_s=%.0f ",
+	       (unsigned long long)d.used, secs, d.used / secs);
+	printf("kicks=%llu kicks_per_1000=%.2f all_used_once=%s\n",
 	       (unsigned long long)d.kicks, d.used ? 1000.0 * d.kicks / d.used : 0,
 	       vring_all_used_once(&d) ? "yes" : "no");
 	if (ret)
