@@ -186,8 +186,10 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 	return n;
 }
 
-/* The rows of process @pid, summed; returns how many rows, or -errno. */
-static inline int vp_vq_sum(int pid, struct vp_vq_row *sum, int *polled)
+/* The rows of process @pid (and of vq index @vq, unless -1), summed;
+ * returns how many rows, or -errno.
+ */
+static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 {
 	struct vp_vq_row rows[256];
 	int n = vp_vq_rows(rows, 256), i, found = 0;
@@ -196,7 +198,7 @@ static inline int vp_vq_sum(int pid, struct vp_vq_row *sum, int *polled)
 	if (polled)
 		*polled = 0;
 	for (i = 0; i < n; i++) {
-		if (rows[i].pid != pid)
+		if (rows[i].pid != pid || (vq >= 0 && rows[i].vq != (unsigned int)vq))
 			continue;
 		found++;
 		sum->kicks += rows[i].kicks;

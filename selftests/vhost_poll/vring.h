@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * A user-space virtio driver for vhost-test: one split ring in this
- * process's memory, identity-mapped into vhost with one memory region,
- * kicked and waited for through eventfds.
+ * A user-space virtio driver for vhost-test and vhost-net: one split ring
+ * in this process's memory, identity-mapped into vhost with one memory
+ * region, kicked and waited for through eventfds. For vhost-net the ring
+ * is the transmit queue, backed by a tap device: each buffer is a
+ * virtio-net header and an Ethernet frame.
  *
  * Every buffer carries a sequence number; a bitmap records which were
  * used, so that a buffer used twice, or never, is caught.
@@ -20,7 +22,10 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
 #include <linux/vhost.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
@@ -28,11 +33,19 @@
 /* From drivers/vhost/test.h. */
 #define VHOST_TEST_RUN _IOW(VHOST_VIRTIO, 0x31, int)
 
-#define VR_BUF_SIZE	64
+#define VR_BUF_SIZE	128
+/* vhost-net: a legacy virtio-net header, then a minimal Ethernet frame. */
+#define VR_NET_HDR	10
+#define VR_NET_FRAME	60
 #define VR_ALIGN	4096
 
+enum vring_dev { VRING_TEST, VRING_NET };
+
 struct vring_drv {
-	int fd, kick, call;
+	int fd, kick, call, tap;
+	enum vring_dev dev;
+	/* The queue driven: 0 for vhost-test, the transmit queue (1) for net. */
+	unsigned int index;
 	unsigned int num;
 	bool event_idx;
 	struct vring vr;
@@ -82,8 +95,8 @@ static inline int vring_set_mem(struct vring_drv *d, void *base, size_t len)
 /* Lay the ring out at @p (zeroed) and give vhost its addresses, from base 0. */
 static inline int vring_place(struct vring_drv *d, void *p)
 {
-	struct vhost_vring_state s = { .index = 0, .num = d->num };
-	struct vhost_vring_addr a = { .index = 0 };
+	struct vhost_vring_state s = { .index = d->index, .num = d->num };
+	struct vhost_vring_addr a = { .index = d->index };
 
 	memset(p, 0, vring_size(d->num, VR_ALIGN));
 	vring_init(&d->vr, d->num, p, VR_ALIGN);
@@ -100,25 +113,61 @@ static inline int vring_place(struct vring_drv *d, void *p)
 	return ioctl(d->fd, VHOST_SET_VRING_ADDR, &a) ? -errno : 0;
 }
 
+/* Start (@on) or stop the device's backend. */
 static inline int vring_run(struct vring_drv *d, int on)
 {
+	struct vhost_vring_file b = { .index = d->index, .fd = on ? d->tap : -1 };
+
+	if (d->dev == VRING_NET)
+		return ioctl(d->fd, VHOST_NET_SET_BACKEND, &b) ? -errno : 0;
 	return ioctl(d->fd, VHOST_TEST_RUN, &on) ? -errno : 0;
 }
 
-/* Open vhost-test with a ring of @num entries; @max_bufs bounds the
- * sequence numbers this driver can check. 0 or -errno.
- */
-static inline int vring_open(struct vring_drv *d, unsigned int num,
-			     bool event_idx, __u64 max_bufs)
+/* A tap device, up, with virtio-net headers; its fd or -errno. */
+static inline int vring_tap(void)
 {
-	__u64 features = (1ULL << VIRTIO_F_VERSION_1) |
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
+	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC), s;
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, TUNSETIFF, &ifr))
+		goto err;
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		goto err;
+	ifr.ifr_flags = IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr)) {
+		close(s);
+		goto err;
+	}
+	close(s);
+	return fd;
+err:
+	s = -errno;
+	close(fd);
+	return s;
+}
+
+/* Open vhost-test or vhost-net (@dev) with a ring of @num entries;
+ * @max_bufs bounds the sequence numbers this driver can check. 0 or
+ * -errno.
+ */
+static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
+				 unsigned int num, bool event_idx, __u64 max_bufs)
+{
+	/* vhost-net: legacy header (10 bytes), the tap's default. */
+	__u64 features = (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
 		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
-	struct vhost_vring_file f = { .index = 0 };
+	struct vhost_vring_file f;
 	size_t ring_len = (vring_size(num, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
 	unsigned int i;
 	int ret;
 
 	memset(d, 0, sizeof(*d));
+	d->dev = dev;
+	d->index = dev == VRING_NET ? 1 : 0;
+	d->tap = -1;
 	d->num = num;
 	d->event_idx = event_idx;
 	/* Two ring slots, so that the ring can be moved; then the buffers. */
@@ -138,9 +187,15 @@ static inline int vring_open(struct vring_drv *d, unsigned int num,
 		d->free[i] = num - 1 - i;
 	d->nfree = num;
 
-	d->fd = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
+	d->fd = open(dev == VRING_NET ? "/dev/vhost-net" : "/dev/vhost-test",
+		     O_RDWR | O_CLOEXEC);
 	if (d->fd < 0)
 		return -errno;
+	if (dev == VRING_NET) {
+		d->tap = vring_tap();
+		if (d->tap < 0)
+			return d->tap;
+	}
 	d->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	d->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->kick < 0 || d->call < 0)
@@ -154,6 +209,7 @@ static inline int vring_open(struct vring_drv *d, unsigned int num,
 	ret = vring_place(d, d->arena);
 	if (ret)
 		return ret;
+	f.index = d->index;
 	f.fd = d->kick;
 	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
 		return -errno;
@@ -161,6 +217,12 @@ static inline int vring_open(struct vring_drv *d, unsigned int num,
 	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
 		return -errno;
 	return vring_run(d, 1);
+}
+
+static inline int vring_open(struct vring_drv *d, unsigned int num,
+			     bool event_idx, __u64 max_bufs)
+{
+	return vring_open_dev(d, VRING_TEST, num, event_idx, max_bufs);
 }
 
 static inline void vring_close(struct vring_drv *d)
@@ -171,6 +233,8 @@ static inline void vring_close(struct vring_drv *d)
 		close(d->kick);
 	if (d->call > 0)
 		close(d->call);
+	if (d->tap > 0)
+		close(d->tap);
 	if (d->arena && d->arena != MAP_FAILED)
 		munmap(d->arena, d->arena_len);
 	free(d->free);
@@ -198,10 +262,21 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 		char *buf = d->bufs + (size_t)head * VR_BUF_SIZE;
 		__u64 seq = ++d->posted;
 
-		memcpy(buf, &seq, sizeof(seq));
 		d->seq_of[head] = seq;
 		d->vr.desc[head].addr = (uintptr_t)buf;
-		d->vr.desc[head].len = VR_BUF_SIZE;
+		if (d->dev == VRING_NET) {
+			/* No offloads; a broadcast frame of an unused type. */
+			memset(buf, 0, VR_NET_HDR);
+			memset(buf + VR_NET_HDR, 0xff, 6);
+			memset(buf + VR_NET_HDR + 6, 0x02, 6);
+			buf[VR_NET_HDR + 12] = 0x88;
+			buf[VR_NET_HDR + 13] = 0xb5;
+			memcpy(buf + VR_NET_HDR + 14, &seq, sizeof(seq));
+			d->vr.desc[head].len = VR_NET_HDR + VR_NET_FRAME;
+		} else {
+			memcpy(buf, &seq, sizeof(seq));
+			d->vr.desc[head].len = VR_BUF_SIZE;
+		}
 		d->vr.desc[head].flags = 0;
 		d->vr.desc[head].next = 0;
 		d->vr.avail->ring[d->avail_idx % d->num] = head;
