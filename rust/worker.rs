@@ -28,9 +28,9 @@ use kernel::{
     vhost_poller::{Poller, Vq},
 };
 
-/// Simulated nanoseconds a pass that found no work waits. Under UML
-/// `time-travel=inf-cpu` this is what moves time, and so `jiffies`, while
-/// the worker polls; elsewhere it is a short pause between empty passes.
+/// How long a pass that found no work pauses: a busy wait on hardware, a
+/// short sleep on UML, where under `time-travel=inf-cpu` it is what moves
+/// simulated time, and so `jiffies`, while the worker polls.
 const EMPTY_PASS_DELAY_NS: usize = 2_000;
 
 /// The current jiffy, as the policy counts time.
@@ -508,7 +508,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         }
         shared.counters.passes.fetch_add(1, Relaxed);
         if !found {
-            kthread::delay_ns(EMPTY_PASS_DELAY_NS);
+            kthread::pause_ns(EMPTY_PASS_DELAY_NS);
         }
         kthread::cond_resched();
     }
