@@ -332,6 +332,10 @@ fn start(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) {
     }
     e.polled = true;
     e.vq.polled.store(true, Relaxed);
+    // Kicks that reached the rate while polling was being started asked
+    // for what just happened; kicks from now on do not count. Left set, the
+    // request would start polling again right after the next exit.
+    e.vq.want_poll.store(false, Relaxed);
     e.idle = Idle::new(now());
     e.vq.counters.enters.fetch_add(1, Relaxed);
     shared.counters.polled_vqs.fetch_add(1, Relaxed);

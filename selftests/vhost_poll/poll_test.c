@@ -172,30 +172,31 @@ TEST_F(poll, idle_returns_to_notification)
 	const unsigned int limit_ms = jiffies_ms(idle + 1) + slack_ms;
 	struct vp_vq_row sum;
 	struct vp_worker w;
-	unsigned long long t0, left_ms;
+	unsigned long long t0, left_ms, asleep_ms;
 	__u64 kicks, exits;
 	bool was_polled;
 	int polled;
 
 	/*
 	 * Stream with a long idle limit, so that the vq does not leave poll
-	 * mode while the driver is descheduled; then the limit under test
-	 * applies from the last work, which was before the drain returned.
+	 * mode while the driver is descheduled; then set the limit under
+	 * test. The last work came before the drain returned, so the vq must
+	 * leave within the limit of the moment the new limit is in force.
 	 */
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
 	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
-	t0 = vp_now_ms();
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	ASSERT_LE(1, sum.enters);
 	exits = sum.exits;
 	was_polled = polled;
+	/* The last work was before this write: the bound runs from here. */
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", idle));
-	TH_LOG("drain to write: %llu ms", vp_now_ms() - t0);
+	t0 = vp_now_ms();
 
 	while (polled && (unsigned int)(vp_now_ms() - t0) < limit_ms) {
-		vp_sleep_ms(1);
+		vp_sleep_us(200);
 		ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	}
 	left_ms = vp_now_ms() - t0;
@@ -205,11 +206,12 @@ TEST_F(poll, idle_returns_to_notification)
 	}
 	ASSERT_EQ(0, vp_worker(&w));
 	while (vp_task_state(w.pid) != 'S' && (unsigned int)(vp_now_ms() - t0) < limit_ms)
-		vp_sleep_ms(1);
+		vp_sleep_us(200);
+	asleep_ms = vp_now_ms() - t0;
 	EXPECT_EQ('S', vp_task_state(w.pid));
 	EXPECT_EQ(0, w.polled_vqs);
 	TH_LOG("notification mode after %llu ms, worker asleep after %llu (limit %u, HZ %d)",
-	       left_ms, vp_now_ms() - t0, limit_ms, hz());
+	       left_ms, asleep_ms, limit_ms, hz());
 
 	/* It did leave poll mode: now, or already while draining. */
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
