@@ -4,6 +4,9 @@
 KVER=6.12.117
 KTARBALL=${KTARBALL:-/usr/src/linux-source-6.12.tar.xz}
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# CI may run with a bare environment: find the home directory if unset.
+: "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
+export HOME
 CACHE=${VHOST_POLL_CACHE:-$HOME/.cache/vhost-poll}
 KSRC=$CACHE/linux-$KVER
 TOOLS=$CACHE/tools
