@@ -425,14 +425,23 @@ TEST_F(teardown, many_devices_one_thread)
 	EXPECT_TRUE(worker_settles(STALL_MS));
 }
 
+/* Open a vhost-test driver and kick it past RATE_LOW; 0 or -errno. */
+static int kicked_driver(struct vring_drv *d, __u64 max_bufs)
+{
+	int ret = vring_open(d, RING, true, max_bufs);
+
+	if (!ret)
+		vring_post_kicked(d, 4 * RATE_LOW);
+	return ret;
+}
+
 /* Get a driver polled, with buffers in flight. */
 static int polled_driver(struct vring_drv *d)
 {
-	int ret = vring_open(d, RING, true, 1 << 20);
+	int ret = kicked_driver(d, 1 << 20);
 
 	if (ret)
 		return ret;
-	vring_post_kicked(d, 4 * RATE_LOW);
 	ret = vring_stream(d, 5000, 1, STALL_MS);
 	if (ret)
 		return ret;
@@ -463,9 +472,8 @@ TEST_F(teardown, sigkill_owner_while_polled)
 	if (!pid) {
 		struct vring_drv d;
 
-		if (vring_open(&d, RING, true, 1 << 24))
+		if (kicked_driver(&d, 1 << 24))
 			_exit(1);
-		vring_post_kicked(&d, 4 * RATE_LOW);
 		for (;;)
 			if (vring_stream(&d, 1000, 1, STALL_MS))
 				_exit(2);
@@ -482,7 +490,7 @@ TEST_F(teardown, sigkill_owner_while_polled)
 /* f. Change the memory table and move the ring while polled. */
 TEST_F(teardown, reconfigure_while_polled)
 {
-	size_t ring_len = (vring_size(RING, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
+	size_t ring_len = vring_ring_len(RING);
 	struct vp_vq_row sum;
 	struct vring_drv d;
 	int polled, i;
@@ -522,9 +530,8 @@ TEST_F(teardown, rmmod_mid_stream)
 	if (!pid) {
 		struct vring_drv d;
 
-		if (vring_open(&d, RING, true, 1 << 20))
+		if (kicked_driver(&d, 1 << 20))
 			_exit(1);
-		vring_post_kicked(&d, 4 * RATE_LOW);
 		if (vring_stream(&d, 200000, 1, STALL_MS))
 			_exit(2);
 		_exit(vring_all_used_once(&d) ? 0 : 3);

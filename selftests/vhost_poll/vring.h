@@ -92,6 +92,12 @@ static inline int vring_set_mem(struct vring_drv *d, void *base, size_t len)
 	return ioctl(d->fd, VHOST_SET_MEM_TABLE, &mem) ? -errno : 0;
 }
 
+/* Bytes one ring of @num entries takes, rounded up to whole pages. */
+static inline size_t vring_ring_len(unsigned int num)
+{
+	return (vring_size(num, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
+}
+
 /* Lay the ring out at @p (zeroed) and give vhost its addresses, from base 0. */
 static inline int vring_place(struct vring_drv *d, void *p)
 {
@@ -160,7 +166,7 @@ static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 	__u64 features = (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
 		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
 	struct vhost_vring_file f;
-	size_t ring_len = (vring_size(num, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
+	size_t ring_len = vring_ring_len(num);
 	unsigned int i;
 	int ret;
 
