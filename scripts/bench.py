@@ -1,0 +1,602 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""vhost-poll benchmark: the part that runs in the guest, and the report.
+
+  bench.py run OUT [--quick]     in the guest: every cell and the probes,
+                                 raw figures to OUT/raw.json
+  bench.py report OUT            on the host: OUT/results.json, results.md,
+                                 chart.png, the table and the targets
+  bench.py check OUT             TAP: the figures of a run are sane
+
+scripts/bench drives these; see scripts/bench --help.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRIVER = os.path.join(TOP, "selftests", "vhost_poll", "vhost_bench")
+PARAMS = "/sys/module/vhost_poll/parameters/"
+WORKER = "/sys/kernel/debug/vhost_poll/worker"
+
+MODES = ("notify", "hooked", "poll", "busyloop")
+# The rate that polls under every workload here: a handful of kicks in a
+# jiffy, which even one request in flight makes.
+POLL_RATE = 4
+BUSYLOOP_US = 50
+LAT_SUB = 16
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- guest side
+
+def sh(*cmd):
+    subprocess.run(cmd, check=True)
+
+
+def loaded():
+    return os.path.exists("/sys/module/vhost_poll")
+
+
+def set_param(name, value):
+    with open(PARAMS + name, "w") as f:
+        f.write(f"{value}\n")
+
+
+def set_mode(mode, stop_idle):
+    """Load or unload vhost_poll for @mode."""
+    want = mode in ("hooked", "poll")
+    if not want and loaded():
+        sh("rmmod", "vhost_poll")
+    if want and not loaded():
+        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0")
+    if want:
+        set_param("poll_stop_idle", stop_idle)
+        set_param("poll_start_rate", POLL_RATE if mode == "poll" else 0)
+
+
+def polled_vqs():
+    try:
+        with open(WORKER) as f:
+            return int(f.read().splitlines()[1].split()[5])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def run_drivers(specs):
+    """Start one driver per spec (a list of arguments), all set up before
+    any starts; returns their JSON figures, in order."""
+    procs = []
+    try:
+        for args in specs:
+            procs.append(subprocess.Popen([DRIVER, "-s"] + args, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, text=True))
+        for p in procs:
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"driver {p.args} did not get ready")
+        polled = polled_vqs()
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        out = []
+        for p in procs:
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"driver {p.args} printed no figures")
+            out.append(json.loads(line))
+        return out, polled
+    finally:
+        for p in procs:
+            if p.stdin and not p.stdin.closed:
+                p.stdin.close()
+        for p in procs:
+            if p.wait(timeout=60) not in (0, None):
+                log(f"driver {p.args} exited {p.returncode}")
+
+
+def cell_args(dev, workload, batch, mode, warm, dur):
+    args = ["-d", dev, "-w", workload, "-b", str(batch), "-W", str(warm), "-D", str(dur)]
+    if mode == "busyloop":
+        args += ["-B", str(BUSYLOOP_US)]
+    return args
+
+
+def guest_run(out_dir, quick, reps, stop_idle):
+    if quick:
+        warm, dur, idle_s, crowd = 100, 300, 1, 4
+        reps = reps or 1
+        groups = [("test", "stream", 16, 1, ("notify", "hooked", "poll")),
+                  ("net", "rr", 1, 1, ("notify", "poll", "busyloop")),
+                  ("test", "stream", 1, 4, ("poll",))]
+    else:
+        warm, dur, idle_s, crowd = 300, 1000, 10, 16
+        reps = reps or 5
+        groups = []
+        for dev in ("test", "net"):
+            modes = MODES if dev == "net" else MODES[:3]
+            for workload, batch in (("stream", 1), ("stream", 16), ("stream", 64), ("rr", 1)):
+                for ndev in (1, 4, 16):
+                    groups.append((dev, workload, batch, ndev, modes))
+    sh("insmod", os.environ["VHOST_POLL_TEST_KO"])
+    hz = 0
+    with open(os.path.join(os.environ["VHOST_POLL_KDIR"], ".config")) as f:
+        for line in f:
+            if line.startswith("CONFIG_HZ="):
+                hz = int(line.split("=")[1])
+    raw = {"meta": {"env": os.environ.get("VHOST_POLL_ENV", "unknown"),
+                    "accel": os.environ.get("VHOST_POLL_VM_ACCEL", "unknown"),
+                    "kernel": os.uname().release, "ncpus": os.cpu_count(), "hz": hz,
+                    "reps": reps, "warm_ms": warm, "duration_ms": dur,
+                    "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
+                    "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s},
+           "cells": [], "idle": [], "crowd": []}
+    t_start = time.monotonic()
+    # Warm up first, discarded: under TCG the first run of each code path
+    # pays for its translation.
+    for dev, modes in (() if quick else (("test", MODES[:3]), ("net", MODES))):
+        for mode in modes:
+            set_mode(mode, stop_idle)
+            log(f"warm-up {mode} {dev}")
+            run_drivers([cell_args(dev, wl, 16, mode, 0, 200) for wl in ("stream", "rr")])
+    # The modes of a cell run back to back, in an order that rotates, so
+    # that drift in a shared machine's speed touches every mode alike.
+    ncells = sum(len(g[4]) for g in groups)
+    for rep in range(reps):
+        done = 0
+        for gi, (dev, workload, batch, ndev, modes) in enumerate(groups):
+            k = (gi + rep) % len(modes)
+            for mode in modes[k:] + modes[:k]:
+                done += 1
+                set_mode(mode, stop_idle)
+                log(f"rep {rep + 1}/{reps} {mode:8} {dev:4} {workload:6} batch {batch:2} "
+                    f"x{ndev:<2} ({done}/{ncells}, {time.monotonic() - t_start:.0f} s)")
+                figs, _ = run_drivers([cell_args(dev, workload, batch, mode, warm, dur)] * ndev)
+                raw["cells"].append({"device": dev, "workload": workload, "batch": batch,
+                                     "mode": mode, "ndev": ndev, "rep": rep, "drivers": figs})
+        # Idle probe: stream in poll mode, stop, watch the thread go to sleep.
+        set_mode("poll", stop_idle)
+        log(f"rep {rep + 1}/{reps} idle probe ({idle_s} s)")
+        figs, _ = run_drivers([cell_args("test", "stream", 16, "poll", warm, dur) +
+                               ["-I", str(idle_s)]])
+        raw["idle"].append(figs[0])
+        # One busy device among many polled ones, against it alone. The
+        # idle ones enter poll mode with a burst and stay there: a long
+        # poll_stop_idle keeps them polled.
+        set_param("poll_stop_idle", 60 * hz)
+        busy = cell_args("test", "stream", 16, "poll", warm, dur) + ["-k", "64"]
+        idle = ["-d", "test", "-w", "idle", "-W", str(warm), "-D", str(dur), "-k", "64"]
+        for n in (1, crowd):
+            log(f"rep {rep + 1}/{reps} one busy among {n} polled")
+            figs, polled = run_drivers([busy] + [idle] * (n - 1))
+            raw["crowd"].append({"ndev": n, "rep": rep, "polled_vqs_at_start": polled,
+                                 "drivers": figs})
+        set_param("poll_stop_idle", stop_idle)
+    set_mode("notify", stop_idle)
+    raw["meta"]["seconds"] = round(time.monotonic() - t_start, 1)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "raw.json"), "w") as f:
+        json.dump(raw, f)
+    log(f"raw figures in {out_dir}/raw.json after {raw['meta']['seconds']} s")
+
+
+# ----------------------------------------------------------------- host side
+
+def bucket_mid_us(b):
+    """The middle of latency bucket @b (see vhost_bench.c), in microseconds."""
+    if b < LAT_SUB:
+        return b / 1000
+    e, m = b // LAT_SUB + 3, b % LAT_SUB
+    low = (LAT_SUB + m) << (e - 4)
+    return (low + (1 << (e - 4)) / 2) / 1000
+
+
+def percentile_us(hist, q):
+    total = sum(c for _, c in hist)
+    if not total:
+        return None
+    seen = 0
+    for b, c in sorted(hist):
+        seen += c
+        if seen * 100 >= total * q:
+            return bucket_mid_us(b)
+    return None
+
+
+def jain(xs):
+    s, s2 = sum(xs), sum(x * x for x in xs)
+    return s * s / (len(xs) * s2) if s2 else None
+
+
+def rep_figures(drivers):
+    """One repetition of one cell: the devices' figures combined."""
+    bufs = sum(d["buffers"] for d in drivers)
+    secs = statistics.mean(d["seconds"] for d in drivers)
+    hist = {}
+    for d in drivers:
+        for b, c in d["lat_hist"]:
+            hist[b] = hist.get(b, 0) + c
+    hist = list(hist.items())
+
+    def cpu(key, agg):
+        v = [d[key] for d in drivers if d[key] >= 0]
+        return agg(v) if v else None
+    return {
+        "buffers_per_s": sum(d["buffers_per_s"] for d in drivers),
+        "kicks_per_1000": 1000 * sum(d["kicks"] for d in drivers) / bufs if bufs else None,
+        "lat_p50_us": percentile_us(hist, 50),
+        "lat_p99_us": percentile_us(hist, 99),
+        # vhost-poll's thread is one: each driver saw it over its window.
+        "poller_cpu_pct": cpu("poller_cpu_pct", statistics.mean),
+        "workers_cpu_pct": cpu("worker_cpu_pct", sum),
+        "driver_cpu_pct": cpu("driver_cpu_pct", sum),
+        "jain": jain([d["buffers_per_s"] for d in drivers]) if len(drivers) > 1 else None,
+        "all_used_once": all(d["all_used_once"] for d in drivers),
+        "seconds": secs,
+    }
+
+
+def median(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+FIELDS = ("buffers_per_s", "kicks_per_1000", "lat_p50_us", "lat_p99_us",
+          "poller_cpu_pct", "workers_cpu_pct", "driver_cpu_pct", "jain")
+
+
+def summarise(raw, env, accel):
+    groups = {}
+    for c in raw["cells"]:
+        key = (c["device"], c["workload"], c["batch"], c["mode"], c["ndev"])
+        groups.setdefault(key, []).append(rep_figures(c["drivers"]))
+    cells = []
+    for (dev, wl, batch, mode, ndev), reps in groups.items():
+        rec = {"env": env, "accel": accel, "device": dev, "workload": wl, "mode": mode,
+               "ndev": ndev, "batch": batch}
+        for k in FIELDS:
+            v = median(r[k] for r in reps)
+            rec[k] = round(v, 4) if v is not None else None
+        rec["reps"] = len(reps)
+        rec["all_used_once"] = all(r["all_used_once"] for r in reps)
+        cells.append(rec)
+    idle = raw["idle"]
+    hz = raw["meta"]["hz"]
+    probes = {
+        "idle": {
+            "cpu_pct": median(d["idle_cpu_pct"] if d["idle_cpu_pct"] >= 0 else None for d in idle),
+            "sleep_ms": median(d["idle_sleep_ms"] if d["idle_sleep_ms"] >= 0 else None
+                               for d in idle),
+            "sleep_ms_max": max((d["idle_sleep_ms"] for d in idle), default=None),
+            "bound_ms": (raw["meta"]["poll_stop_idle"] + 1) * 1000 / hz if hz else None,
+            "window_s": raw["meta"]["idle_window_s"],
+            "reps": len(idle),
+        },
+    }
+    alone = [c["drivers"][0]["buffers_per_s"] for c in raw["crowd"] if c["ndev"] == 1]
+    crowd = [c for c in raw["crowd"] if c["ndev"] > 1]
+    if alone and crowd:
+        busy = median(c["drivers"][0]["buffers_per_s"] for c in crowd)
+        probes["one_busy"] = {
+            "ndev": crowd[0]["ndev"],
+            "alone_buffers_per_s": median(alone),
+            "crowd_buffers_per_s": busy,
+            "ratio": busy / median(alone) if median(alone) else None,
+            "polled_vqs_at_start": min(c["polled_vqs_at_start"] for c in crowd),
+        }
+    return cells, probes
+
+
+def find(cells, **kw):
+    for c in cells:
+        if all(c[k] == v for k, v in kw.items()):
+            return c
+    return None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fmt(v, nd=2):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
+def targets(cells, probes):
+    """Each target of the issue: (name, figure, met). None when not measured."""
+    out = []
+
+    def add(name, vals, ok):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            out.append((name, "not measured", None))
+        else:
+            out.append((name, *ok(vals)))
+    poll_stream = [c for c in cells if c["mode"] == "poll" and c["workload"] == "stream"]
+    add("poll: stream kicks/1000 <= 1", [c["kicks_per_1000"] for c in poll_stream],
+        lambda v: (f"worst {max(v):.2f}", max(v) <= 1))
+    r = [ratio(c["buffers_per_s"], (find(cells, device=c["device"], workload="stream",
+                                         batch=c["batch"], ndev=c["ndev"], mode="notify")
+                                    or {}).get("buffers_per_s"))
+         for c in poll_stream]
+    add("stream buffers/s poll/notify >= 1.33", r,
+        lambda v: (f"min {min(v):.2f}, median {statistics.median(v):.2f}", min(v) >= 1.33))
+    p50, p99 = [], []
+    for c in cells:
+        if c["mode"] != "poll" or c["workload"] != "rr":
+            continue
+        n = find(cells, device=c["device"], workload="rr", ndev=c["ndev"], mode="notify")
+        if n:
+            p50.append(ratio(c["lat_p50_us"], n["lat_p50_us"]))
+            p99.append(ratio(c["lat_p99_us"], n["lat_p99_us"]))
+    add("rr p50 poll/notify <= 0.70", p50,
+        lambda v: (f"max {max(v):.2f}, median {statistics.median(v):.2f}", max(v) <= 0.70))
+    add("rr p99 poll/notify <= 1", p99,
+        lambda v: (f"max {max(v):.2f}, median {statistics.median(v):.2f}", max(v) <= 1))
+    r = [ratio(c["buffers_per_s"], (find(cells, device=c["device"], workload=c["workload"],
+                                         batch=c["batch"], ndev=c["ndev"], mode="notify")
+                                    or {}).get("buffers_per_s"))
+         for c in cells if c["mode"] == "hooked"]
+    add("hooked/notify buffers/s >= 0.98", r,
+        lambda v: (f"min {min(v):.3f}, median {statistics.median(v):.3f}", min(v) >= 0.98))
+    p = find(cells, device="net", workload="rr", ndev=4, mode="poll")
+    b = find(cells, device="net", workload="rr", ndev=4, mode="busyloop")
+    if p and b:
+        add("net rr x4: poll p50 <= busyloop p50", [ratio(p["lat_p50_us"], b["lat_p50_us"])],
+            lambda v: (f"{p['lat_p50_us']:.1f} vs {b['lat_p50_us']:.1f} us (x{v[0]:.2f})",
+                       v[0] <= 1))
+        pc = (p["poller_cpu_pct"] or 0) + (p["workers_cpu_pct"] or 0)
+        add("net rr x4: poll+workers CPU <= busyloop workers CPU",
+            [ratio(pc, b["workers_cpu_pct"])],
+            lambda v: (f"{pc:.1f}% vs {b['workers_cpu_pct']:.1f}% (x{v[0]:.2f})", v[0] <= 1))
+    else:
+        out.append(("net rr x4: poll vs busyloop", "not measured", None))
+    i = probes["idle"]
+    add("idle: vhost-poll CPU < 0.1% over the window", [i["cpu_pct"]],
+        lambda v: (f"{v[0]:.4f}% over {i['window_s']} s", v[0] < 0.1))
+    add("idle: asleep within poll_stop_idle + 1 jiffies", [i["sleep_ms_max"]],
+        lambda v: (f"max {v[0]:.1f} ms, median {i['sleep_ms']:.1f} ms, bound "
+                   f"{i['bound_ms']:.0f} ms", v[0] <= i["bound_ms"]))
+    j = [c["jain"] for c in cells if c["mode"] == "poll" and c["ndev"] == 16
+         and c["workload"] == "stream"]
+    add("16 devices polled: Jain's index >= 0.95", j,
+        lambda v: (f"min {min(v):.3f}", min(v) >= 0.95))
+    ob = probes.get("one_busy")
+    add(f"one busy among {ob['ndev'] if ob else 16} polled >= 0.8 of alone",
+        [ob["ratio"] if ob else None], lambda v: (f"{v[0]:.2f}", v[0] >= 0.8))
+    return out
+
+
+COLS = (("device", "device"), ("workload", "workload"), ("batch", "batch"), ("mode", "mode"),
+        ("ndev", "devs"), ("buffers_per_s", "buffers/s"), ("kicks_per_1000", "kicks/1k"),
+        ("lat_p50_us", "p50 us"), ("lat_p99_us", "p99 us"), ("poller_cpu_pct", "poller %"),
+        ("workers_cpu_pct", "workers %"), ("driver_cpu_pct", "drivers %"), ("jain", "Jain"))
+
+
+def sort_key(c):
+    return (c["device"], c["workload"] != "stream", c["batch"], c["ndev"],
+            MODES.index(c["mode"]))
+
+
+def table_rows(cells):
+    return [[fmt(c[k]) if k not in ("device", "workload", "mode") else c[k] for k, _ in COLS]
+            for c in sorted(cells, key=sort_key)]
+
+
+def chart(cells, meta, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"notify": "#888888", "hooked": "#c9a227", "poll": "#1f77b4",
+               "busyloop": "#d62728"}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, wl in zip(axes, ("stream", "rr")):
+        batch = 16 if wl == "stream" else 1
+        groups = sorted({(c["device"], c["ndev"]) for c in cells
+                         if c["workload"] == wl and c["batch"] == batch})
+        modes = [m for m in MODES if any(c["mode"] == m and c["workload"] == wl for c in cells)]
+        width = 0.8 / max(len(modes), 1)
+        for i, m in enumerate(modes):
+            xs, ys, errs = [], [], []
+            for g, (dev, n) in enumerate(groups):
+                c = find(cells, device=dev, ndev=n, workload=wl, batch=batch, mode=m)
+                if not c:
+                    continue
+                xs.append(g + (i - (len(modes) - 1) / 2) * width)
+                if wl == "stream":
+                    ys.append((c["buffers_per_s"] or 0) / 1000)
+                else:
+                    ys.append(c["lat_p50_us"] or 0)
+                    errs.append(max((c["lat_p99_us"] or 0) - (c["lat_p50_us"] or 0), 0))
+            if wl == "stream":
+                ax.bar(xs, ys, width, label=m, color=colours[m])
+            else:
+                ax.bar(xs, ys, width, label=m, color=colours[m],
+                       yerr=[[0] * len(errs), errs], capsize=2, ecolor="#333333")
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([f"vhost-{d}\n{n} dev" for d, n in groups])
+        if wl == "stream":
+            ax.set_title("stream, batch 16: throughput (higher is better)")
+            ax.set_ylabel("thousand buffers/s, all devices")
+        else:
+            ax.set_title("rr: latency p50, whisker to p99 (lower is better)")
+            ax.set_ylabel("round trip, us")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"vhost-poll benchmark: {meta['env']} ({meta['accel']}), "
+                 f"{meta['ncpus']} vCPUs, kernel {meta['kernel']}, median of {meta['reps']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def report(out_dir, command):
+    with open(os.path.join(out_dir, "raw.json")) as f:
+        raw = json.load(f)
+    env, accel = raw["meta"]["env"], raw["meta"]["accel"]
+    cells, probes = summarise(raw, env, accel)
+    meta = dict(raw["meta"], env=env, accel=accel, command=command,
+                host_cpu=host_cpu(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    tgt = targets(cells, probes)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump({"meta": meta, "cells": sorted(cells, key=sort_key), "probes": probes,
+                   "targets": [{"target": t, "figure": v, "met": m} for t, v, m in tgt]},
+                  f, indent=1)
+    head = [h for _, h in COLS]
+    rows = table_rows(cells)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    line = lambda r: "  ".join(v.rjust(w) for v, w in zip(r, widths))  # noqa: E731
+    print(f"\nvhost-poll benchmark: {env} ({accel}), {meta['ncpus']} vCPUs, HZ={meta['hz']}, "
+          f"kernel {meta['kernel']}, median of {meta['reps']}, {meta['duration_ms']} ms a run")
+    print(line(head))
+    for r in rows:
+        print(line(r))
+    i = probes["idle"]
+    print(f"\nidle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over {i['window_s']} s after the "
+          f"load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}, "
+          f"bound {fmt(i['bound_ms'], 0)} ms)")
+    ob = probes.get("one_busy")
+    if ob:
+        print(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} buffers/s, "
+              f"alone {fmt(ob['alone_buffers_per_s'])} (x{fmt(ob['ratio'])}); "
+              f"{ob['polled_vqs_at_start']} vqs polled at the start")
+    print("\ntargets:")
+    for t, v, m in tgt:
+        print(f"  {'met   ' if m else 'MISSED' if m is not None else '-     '} {t}: {v}")
+
+    md = [f"# vhost-poll benchmark results\n",
+          f"- environment: `{env}`, accelerator **{accel}**, {meta['ncpus']} vCPUs, "
+          f"HZ={meta['hz']}, kernel {meta['kernel']}",
+          f"- host CPU: {meta['host_cpu']}",
+          f"- command: `{command}`, {meta['date']}, {meta['seconds']} s in the guest",
+          f"- each figure: the median of {meta['reps']} runs of {meta['duration_ms']} ms "
+          f"(after {meta['warm_ms']} ms of warm-up); `poll` is poll_start_rate="
+          f"{meta['poll_start_rate']}, poll_stop_idle={meta['poll_stop_idle']}; `busyloop` is "
+          f"VHOST_SET_VRING_BUSYLOOP_TIMEOUT {meta['busyloop_us']} us",
+          "- CPU: % of one CPU, summed over the devices' workers and the drivers; "
+          "from se.sum_exec_runtime in /proc/PID/sched\n",
+          "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(r) + " |" for r in rows]
+    md += ["", "## Probes", "",
+           f"- idle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over the {i['window_s']} s after "
+           f"the load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}; "
+           f"bound poll_stop_idle + 1 jiffies = {fmt(i['bound_ms'], 0)} ms)"]
+    if ob:
+        md.append(f"- one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
+                  f"buffers/s against {fmt(ob['alone_buffers_per_s'])} alone "
+                  f"(x{fmt(ob['ratio'])}); {ob['polled_vqs_at_start']} vqs polled at the start")
+    md += ["", "## Targets", "", "| target | figure | |", "|---|---|---|"]
+    md += [f"| {t} | {v} | {'met' if m else 'missed' if m is not None else '-'} |"
+           for t, v, m in tgt]
+    md += ["", "![throughput and latency by mode](chart.png)", ""]
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    chart(cells, meta, os.path.join(out_dir, "chart.png"))
+    print(f"\nwrote {out_dir}/results.json, results.md, chart.png")
+
+
+def host_cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+# ------------------------------------------------------------ sanity (TAP)
+
+def check(out_dir):
+    """TAP: a run produced sane figures. Never a timing."""
+    results = []
+
+    def ok(cond, what):
+        results.append((bool(cond), what))
+    path = os.path.join(out_dir, "results.json")
+    try:
+        with open(path) as f:
+            res = json.load(f)
+    except (OSError, ValueError) as e:
+        res = None
+        ok(False, f"results.json readable ({e})")
+    if res:
+        ok(res["cells"], "results.json has cells")
+        for c in res["cells"]:
+            name = f"{c['device']} {c['workload']} batch {c['batch']} {c['mode']} x{c['ndev']}"
+            fig = [c.get(k) for k in FIELDS if k != "jain"]
+            finite = all(v is None or (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
+                         for v in fig)
+            sane = (finite and c["buffers_per_s"] and c["buffers_per_s"] > 0 and
+                    c["kicks_per_1000"] is not None and c["kicks_per_1000"] <= 1000 and
+                    c["driver_cpu_pct"] is not None and c["workers_cpu_pct"] is not None and
+                    (c["poller_cpu_pct"] is not None) == (c["mode"] in ("hooked", "poll")))
+            if c["workload"] == "rr":
+                sane = sane and c["lat_p50_us"] and c["lat_p50_us"] <= c["lat_p99_us"]
+            ok(sane, f"{name}: figures present and in range")
+            ok(c["all_used_once"], f"{name}: every buffer used exactly once")
+        i = res["probes"]["idle"]
+        ok(i["cpu_pct"] is not None and 0 <= i["cpu_pct"] <= 100 and i["sleep_ms"] is not None,
+           "idle probe: CPU and time to sleep measured")
+        ob = res["probes"].get("one_busy")
+        ok(ob and ob["ratio"] and ob["ratio"] > 0 and
+           ob["polled_vqs_at_start"] >= ob["ndev"],
+           "one-busy probe: every device polled at the start, a ratio measured")
+        ok(len(res["targets"]) >= 9 and all(t["met"] is not None for t in res["targets"]
+                                            if "not measured" not in t["figure"]),
+           "targets evaluated")
+    for name in ("results.md", "chart.png"):
+        p = os.path.join(out_dir, name)
+        with open(p, "rb") if os.path.exists(p) else open(os.devnull, "rb") as f:
+            head = f.read(8)
+        ok(head.startswith(b"\x89PNG") if name.endswith(".png") else head.startswith(b"#"),
+           f"{name} written")
+    print("TAP version 13")
+    print(f"1..{len(results)}")
+    for n, (good, what) in enumerate(results, 1):
+        print(f"{'ok' if good else 'not ok'} {n} bench: {what}")
+    passed = sum(g for g, _ in results)
+    print(f"vhost-poll: bench: {passed} passed, {len(results) - passed} failed, 0 skipped")
+    return 0 if passed == len(results) else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="in the guest: run the cells and probes")
+    r.add_argument("out")
+    r.add_argument("--quick", action="store_true")
+    r.add_argument("--reps", type=int, default=0, help="repetitions (default 5; quick 1)")
+    r.add_argument("--stop-idle", type=int, default=2, help="poll_stop_idle in poll mode")
+    r = sub.add_parser("report", help="on the host: results, table, chart, targets")
+    r.add_argument("out")
+    r.add_argument("--command", default="make bench")
+    r = sub.add_parser("check", help="TAP: the figures of a run are sane")
+    r.add_argument("out")
+    a = ap.parse_args()
+    if a.cmd == "run":
+        guest_run(a.out, a.quick, a.reps, a.stop_idle)
+    elif a.cmd == "report":
+        report(a.out, a.command)
+    else:
+        return check(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * One benchmark driver: drives one vhost-test or vhost-net device with one
+ * workload and prints its figures as one JSON line. scripts/bench starts
+ * one per device, in its own process, and reads their lines; it is not a
+ * test by itself.
+ *
+ * Workloads:
+ *   stream  post BATCH buffers at a time as fast as the device takes them;
+ *           wait on the call eventfd only when the ring is full.
+ *   rr      one buffer in flight: post it, then block on the call eventfd
+ *           until it is used, as a guest waits for its interrupt.
+ *   idle    enter poll mode with a burst of kicks, then post nothing.
+ *
+ * Phases end on SIGALRM, so that the stream loop reads no clock; rr reads
+ * the clock once a round trip, since the round trip is what it measures.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include "vhost_poll.h"
+#include "vring.h"
+
+enum workload { W_STREAM, W_RR, W_IDLE };
+
+/* Latency histogram: exact below 16 ns, then 16 buckets per power of 2. */
+#define LAT_BUCKETS 1024
+
+/* Set by SIGALRM: the phase is over. */
+static int phase_over;
+static __u64 lat_hist[LAT_BUCKETS];
+static __u64 lat_count;
+
+static void on_alarm(int sig)
+{
+	__atomic_store_n(&phase_over, 1, __ATOMIC_RELAXED);
+}
+
+static bool over(void)
+{
+	return __atomic_load_n(&phase_over, __ATOMIC_RELAXED);
+}
+
+static void arm(unsigned int ms)
+{
+	struct itimerval t = {
+		.it_value.tv_sec = ms / 1000,
+		.it_value.tv_usec = (ms % 1000) * 1000,
+	};
+
+	__atomic_store_n(&phase_over, 0, __ATOMIC_RELAXED);
+	setitimer(ITIMER_REAL, &t, NULL);
+}
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static unsigned int lat_bucket(__u64 ns)
+{
+	unsigned int e;
+
+	if (ns < 16)
+		return ns;
+	e = 63 - __builtin_clzll(ns);
+	return (e - 3) * 16 + ((ns >> (e - 4)) & 15);
+}
+
+/* Nanoseconds task @pid has run, from /proc/PID/sched; -1 if unknown. */
+static __s64 task_runtime_ns(int pid)
+{
+	char path[64], line[256];
+	long long ms, frac;
+	__s64 ns = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/sched", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "se.sum_exec_runtime : %lld.%6lld", &ms, &frac) == 2) {
+			ns = ms * 1000000 + frac;
+			break;
+		}
+	fclose(f);
+	return ns;
+}
+
+/* The thread named @comm: first among this process's, then anywhere. */
+static int find_task(const char *comm)
+{
+	static const char * const roots[] = { "/proc/self/task", "/proc" };
+	char path[300], buf[64];
+	struct dirent *de;
+	unsigned int i;
+	int pid = -1;
+
+	for (i = 0; i < 2 && pid < 0; i++) {
+		DIR *dir = opendir(roots[i]);
+
+		while (dir && pid < 0 && (de = readdir(dir))) {
+			FILE *f;
+
+			if (de->d_name[0] < '0' || de->d_name[0] > '9')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s/comm", roots[i], de->d_name);
+			f = fopen(path, "re");
+			if (!f)
+				continue;
+			if (fgets(buf, sizeof(buf), f)) {
+				buf[strcspn(buf, "\n")] = '\0';
+				if (!strcmp(buf, comm))
+					pid = atoi(de->d_name);
+			}
+			fclose(f);
+		}
+		if (dir)
+			closedir(dir);
+	}
+	return pid;
+}
+
+/* Run time of this driver, its device's worker and vhost-poll's thread. */
+struct cpu_snap {
+	__u64 t;
+	__s64 driver, worker, poller;
+};
+
+static void cpu_snap(struct cpu_snap *s, int worker, int poller)
+{
+	s->driver = task_runtime_ns(getpid());
+	s->worker = worker > 0 ? task_runtime_ns(worker) : -1;
+	s->poller = poller > 0 ? task_runtime_ns(poller) : -1;
+	s->t = now_ns();
+}
+
+/* Percent of one CPU between two snapshots; -1 when not known. */
+static double cpu_pct(const struct cpu_snap *a, const struct cpu_snap *b, int which)
+{
+	__s64 x = which == 0 ? a->driver : which == 1 ? a->worker : a->poller;
+	__s64 y = which == 0 ? b->driver : which == 1 ? b->worker : b->poller;
+
+	if (x < 0 || y < x || b->t <= a->t)
+		return -1;
+	return 100.0 * (y - x) / (b->t - a->t);
+}
+
+/* Run the workload until the phase ends; -ETIMEDOUT if the device stalls. */
+static int run_phase(struct vring_drv *d, enum workload w, unsigned int batch)
+{
+	__u64 t, prev = now_ns();
+	unsigned int got;
+
+	while (!over()) {
+		switch (w) {
+		case W_STREAM:
+			vring_reap(d);
+			if (vring_post(d, batch))
+				break;
+			/* Ring full: wait for the device. */
+			if (vring_wait(d, 5000) && !vring_reap(d) && !over())
+				return -ETIMEDOUT;
+			break;
+		case W_RR:
+			if (!vring_post(d, 1))
+				return -ENOSPC;
+			got = vring_reap(d);
+			while (!got && !over()) {
+				int r = vring_wait(d, 5000);
+
+				got = vring_reap(d);
+				if (r && !got && !over())
+					return -ETIMEDOUT;
+			}
+			if (!got)
+				break;
+			t = now_ns();
+			lat_hist[lat_bucket(t - prev)]++;
+			lat_count++;
+			prev = t;
+			break;
+		case W_IDLE:
+			pause();
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
+ * After the load: the time until the vhost-poll thread is asleep with no
+ * vq polled, and its CPU over @secs seconds from the end of the load.
+ */
+static void idle_probe(unsigned int secs, double *sleep_ms, double *cpu_pct)
+{
+	__u64 t0 = now_ns(), t_end = t0 + secs * 1000000000ULL, t;
+	struct vp_worker w;
+	__s64 c0, c1;
+
+	*sleep_ms = -1;
+	*cpu_pct = -1;
+	if (vp_worker(&w))
+		return;
+	c0 = task_runtime_ns(w.pid);
+	while ((t = now_ns()) < t_end) {
+		if (*sleep_ms < 0 && !vp_worker(&w) && !w.polled_vqs &&
+		    vp_task_state(w.pid) == 'S')
+			*sleep_ms = (t - t0) / 1e6;
+		if (*sleep_ms < 0)
+			vp_sleep_us(100);
+		else
+			vp_sleep_ms((t_end - t) / 1000000 + 1);
+	}
+	c1 = task_runtime_ns(w.pid);
+	t = now_ns();
+	if (c0 >= 0 && c1 >= c0)
+		*cpu_pct = 100.0 * (c1 - c0) / (t - t0);
+}
+
+static void usage(const char *prog)
+{
+	printf("Usage: %s [OPTIONS]\n"
+	       "Drives one vhost device with one workload and prints one JSON line.\n\n"
+	       "  -d DEV        test (/dev/vhost-test, default) or net (/dev/vhost-net, tap)\n"
+	       "  -w WORKLOAD   stream (default), rr or idle\n"
+	       "  -b BATCH      buffers per post in stream (default 1)\n"
+	       "  -r RING       ring entries, a power of 2 (default 256)\n"
+	       "  -W MS         warm-up before measuring (default 300)\n"
+	       "  -D MS         measured time (default 1000)\n"
+	       "  -B US         vhost-net busy-loop timeout (VHOST_SET_VRING_BUSYLOOP_TIMEOUT)\n"
+	       "  -k KICKS      kick this many buffers in a row first (enters poll mode)\n"
+	       "  -I SECS       after the load: time until vhost-poll sleeps, its CPU over SECS\n"
+	       "  -s            print \"ready\" when set up, start on a line from stdin,\n"
+	       "                and after the figures wait for stdin to close\n"
+	       "Exits 0 when every buffer was used exactly once.\n", prog);
+}
+
+static int parse_uint(const char *s, unsigned int *v)
+{
+	char *end;
+	unsigned long x;
+
+	errno = 0;
+	x = strtoul(s, &end, 0);
+	if (errno || end == s || *end || x > 0xffffffffUL)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int batch = 1, ring = 256, warm = 300, dur = 1000, busy = 0;
+	unsigned int kicks = 0, probe = 0, i;
+	enum vring_dev dev = VRING_TEST;
+	enum workload w = W_STREAM;
+	struct sigaction sa = { .sa_handler = on_alarm };
+	__u64 used0, kicks0, n, p50 = 0, p99 = 0, seen = 0;
+	struct cpu_snap c0, c1;
+	int worker, poller = -1;
+	struct vp_worker vw;
+	double sleep_ms = -1, idle_cpu = -1, secs;
+	bool sync = false, first = true;
+	struct vring_drv d;
+	char line[32];
+	int c, ret;
+
+	while ((c = getopt(argc, argv, "d:w:b:r:W:D:B:k:I:sh")) != -1) {
+		int bad = 0;
+
+		switch (c) {
+		case 'd':
+			bad = strcmp(optarg, "test") && strcmp(optarg, "net");
+			dev = strcmp(optarg, "net") ? VRING_TEST : VRING_NET;
+			break;
+		case 'w':
+			w = !strcmp(optarg, "rr") ? W_RR :
+			    !strcmp(optarg, "idle") ? W_IDLE : W_STREAM;
+			bad = w == W_STREAM && strcmp(optarg, "stream");
+			break;
+		case 'b':
+			bad = parse_uint(optarg, &batch) || !batch;
+			break;
+		case 'r':
+			bad = parse_uint(optarg, &ring) || !ring || ring > 32768 ||
+				(ring & (ring - 1));
+			break;
+		case 'W':
+			bad = parse_uint(optarg, &warm);
+			break;
+		case 'D':
+			bad = parse_uint(optarg, &dur) || !dur;
+			break;
+		case 'B':
+			bad = parse_uint(optarg, &busy);
+			break;
+		case 'k':
+			bad = parse_uint(optarg, &kicks);
+			break;
+		case 'I':
+			bad = parse_uint(optarg, &probe);
+			break;
+		case 's':
+			sync = true;
+			break;
+		case 'h':
+			usage(argv[0]);
+			return 0;
+		default:
+			bad = 1;
+		}
+		if (bad) {
+			fprintf(stderr, "vhost_bench: bad -%c %s\n", c, optarg ? optarg : "");
+			usage(argv[0]);
+			return 2;
+		}
+	}
+
+	/* Enough sequence numbers for any run this program makes. */
+	ret = vring_open_dev(&d, dev, ring, true, 1ULL << 26);
+	if (ret) {
+		fprintf(stderr, "vhost_bench: cannot set up %s: %s\n",
+			dev == VRING_NET ? "/dev/vhost-net" : "/dev/vhost-test", strerror(-ret));
+		return 1;
+	}
+	for (i = 0; busy && i < 2; i++) {
+		struct vhost_vring_state s = { .index = i, .num = busy };
+
+		if (ioctl(d.fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s)) {
+			fprintf(stderr, "vhost_bench: VHOST_SET_VRING_BUSYLOOP_TIMEOUT: %s\n",
+				strerror(errno));
+			return 1;
+		}
+	}
+	snprintf(line, sizeof(line), "vhost-%d", getpid());
+	worker = find_task(line);
+	if (!vp_worker(&vw))
+		poller = vw.pid;
+	sigaction(SIGALRM, &sa, NULL);
+	if (kicks && (vring_post_kicked(&d, kicks) != kicks || vring_drain(&d, 5000))) {
+		fprintf(stderr, "vhost_bench: the first %u buffers were not used\n", kicks);
+		return 1;
+	}
+	if (sync) {
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
+
+	arm(warm);
+	ret = warm ? run_phase(&d, w, batch) : 0;
+	memset(lat_hist, 0, sizeof(lat_hist));
+	lat_count = 0;
+	used0 = d.used;
+	kicks0 = d.kicks;
+	cpu_snap(&c0, worker, poller);
+	arm(dur);
+	if (!ret)
+		ret = run_phase(&d, w, batch);
+	cpu_snap(&c1, worker, poller);
+	n = d.used - used0;
+	kicks0 = d.kicks - kicks0;
+	if (!ret)
+		ret = vring_drain(&d, 5000);
+	if (ret)
+		fprintf(stderr, "vhost_bench: the device stalled after %llu buffers: %s\n",
+			(unsigned long long)d.used, strerror(-ret));
+	if (!ret && probe)
+		idle_probe(probe, &sleep_ms, &idle_cpu);
+
+	for (i = 0; i < LAT_BUCKETS && lat_count; i++) {
+		seen += lat_hist[i];
+		if (!p50 && seen * 2 >= lat_count)
+			p50 = i + 1;
+		if (!p99 && seen * 100 >= lat_count * 99)
+			p99 = i + 1;
+	}
+	secs = (c1.t - c0.t) / 1e9;
+	printf("{\"pid\": %d, \"buffers\": %llu, \"seconds\": %.6f, ", getpid(),
+	       (unsigned long long)n, secs);
+	printf("\"buffers_per_s\": %.1f, \"kicks\": %llu, \"rtts\": %llu, ", n / secs,
+	       (unsigned long long)kicks0, (unsigned long long)lat_count);
+	printf("\"lat_p50_bucket\": %lld, \"lat_p99_bucket\": %lld, \"lat_hist\": [",
+	       (long long)p50 - 1, (long long)p99 - 1);
+	for (i = 0; i < LAT_BUCKETS; i++) {
+		if (!lat_hist[i])
+			continue;
+		printf("%s[%u, %llu]", first ? "" : ", ", i, (unsigned long long)lat_hist[i]);
+		first = false;
+	}
+	printf("], \"driver_cpu_pct\": %.3f, \"worker_cpu_pct\": %.3f, \"poller_cpu_pct\": %.3f",
+	       cpu_pct(&c0, &c1, 0), cpu_pct(&c0, &c1, 1), cpu_pct(&c0, &c1, 2));
+	printf(", \"idle_sleep_ms\": %.3f, \"idle_cpu_pct\": %.6f, \"all_used_once\": %s}\n",
+	       sleep_ms, idle_cpu, !ret && vring_all_used_once(&d) ? "true" : "false");
+	fflush(stdout);
+	ret = ret || !vring_all_used_once(&d);
+	/* Hold the device open until told, so that its vqs stay attached. */
+	while (sync && fgets(line, sizeof(line), stdin))
+		;
+	vring_close(&d);
+	return ret;
+}
