@@ -18,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,9 +27,10 @@ PARAMS = "/sys/module/vhost_poll/parameters/"
 WORKER = "/sys/kernel/debug/vhost_poll/worker"
 
 MODES = ("notify", "hooked", "poll", "busyloop")
-# The rate that polls under every workload here: a handful of kicks in a
-# jiffy, which even one request in flight makes.
-POLL_RATE = 4
+# The rate that polls under every workload here: one kick in a jiffy. A
+# stream that the device keeps up with kicks rarely (event index), and
+# a higher rate left such queues in notification mode.
+POLL_RATE = 1
 BUSYLOOP_US = 50
 LAT_SUB = 16
 
@@ -72,35 +74,61 @@ def polled_vqs():
         return -1
 
 
-def run_drivers(specs):
+def run_drivers(specs, limit_s):
     """Start one driver per spec (a list of arguments), all set up before
-    any starts; returns their JSON figures, in order."""
+    any starts, and start them together; returns their JSON figures, in
+    order, and how many vqs were polled at the start. Raises RuntimeError
+    when a driver fails; a driver still running after @limit_s seconds is
+    killed."""
     procs = []
+    timer = threading.Timer(limit_s, lambda: [p.kill() for p in procs])
+    timer.start()
     try:
         for args in specs:
             procs.append(subprocess.Popen([DRIVER, "-s"] + args, stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, text=True))
         for p in procs:
             if p.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"driver {p.args} did not get ready")
+                raise RuntimeError(f"{' '.join(p.args)}: did not get ready")
         polled = polled_vqs()
+        # Everyone starts at the same CLOCK_MONOTONIC instant, so that the
+        # measured seconds overlap.
+        start = time.monotonic_ns() + 100_000_000 + 10_000_000 * len(procs)
         for p in procs:
-            p.stdin.write("go\n")
+            p.stdin.write(f"go {start}\n")
             p.stdin.flush()
         out = []
         for p in procs:
             line = p.stdout.readline()
             if not line:
-                raise RuntimeError(f"driver {p.args} printed no figures")
+                raise RuntimeError(f"{' '.join(p.args)}: printed no figures")
             out.append(json.loads(line))
         return out, polled
     finally:
+        timer.cancel()
         for p in procs:
             if p.stdin and not p.stdin.closed:
                 p.stdin.close()
         for p in procs:
-            if p.wait(timeout=60) not in (0, None):
-                log(f"driver {p.args} exited {p.returncode}")
+            try:
+                rc = p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = p.wait()
+            if rc:
+                log(f"{' '.join(p.args)}: exit {rc}")
+
+
+def run_cell(raw, key, rec, specs, limit_s):
+    """run_drivers() for one record of raw[@key]; a failure is recorded
+    with its reason, and the run goes on."""
+    try:
+        rec["drivers"], rec["polled_vqs_at_start"] = run_drivers(specs, limit_s)
+    except (RuntimeError, ValueError, OSError) as e:
+        log(f"error: {e}")
+        rec["error"] = str(e)
+    raw[key].append(rec)
+    return rec
 
 
 def cell_args(dev, workload, batch, mode, warm, dur):
@@ -138,7 +166,8 @@ def guest_run(out_dir, quick, reps, stop_idle):
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
                     "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s},
-           "cells": [], "idle": [], "crowd": []}
+           "cells": [], "idle": [], "crowd": [], "warmup": []}
+    limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
     # pays for its translation.
@@ -146,7 +175,8 @@ def guest_run(out_dir, quick, reps, stop_idle):
         for mode in modes:
             set_mode(mode, stop_idle)
             log(f"warm-up {mode} {dev}")
-            run_drivers([cell_args(dev, wl, 16, mode, 0, 200) for wl in ("stream", "rr")])
+            run_cell(raw, "warmup", {"device": dev, "mode": mode},
+                     [cell_args(dev, wl, 16, mode, 0, 200) for wl in ("stream", "rr")], 60)
     # The modes of a cell run back to back, in an order that rotates, so
     # that drift in a shared machine's speed touches every mode alike.
     ncells = sum(len(g[4]) for g in groups)
@@ -159,15 +189,16 @@ def guest_run(out_dir, quick, reps, stop_idle):
                 set_mode(mode, stop_idle)
                 log(f"rep {rep + 1}/{reps} {mode:8} {dev:4} {workload:6} batch {batch:2} "
                     f"x{ndev:<2} ({done}/{ncells}, {time.monotonic() - t_start:.0f} s)")
-                figs, _ = run_drivers([cell_args(dev, workload, batch, mode, warm, dur)] * ndev)
-                raw["cells"].append({"device": dev, "workload": workload, "batch": batch,
-                                     "mode": mode, "ndev": ndev, "rep": rep, "drivers": figs})
+                run_cell(raw, "cells", {"device": dev, "workload": workload, "batch": batch,
+                                        "mode": mode, "ndev": ndev, "rep": rep},
+                         [cell_args(dev, workload, batch, mode, warm, dur)] * ndev, limit)
         # Idle probe: stream in poll mode, stop, watch the thread go to sleep.
         set_mode("poll", stop_idle)
         log(f"rep {rep + 1}/{reps} idle probe ({idle_s} s)")
-        figs, _ = run_drivers([cell_args("test", "stream", 16, "poll", warm, dur) +
-                               ["-I", str(idle_s)]])
-        raw["idle"].append(figs[0])
+        run_cell(raw, "idle", {"rep": rep},
+                 [cell_args("test", "stream", 16, "poll", warm, dur) +
+                  ["-k", "64", "-I", str(idle_s)]],
+                 limit + idle_s)
         # One busy device among many polled ones, against it alone. The
         # idle ones enter poll mode with a burst and stay there: a long
         # poll_stop_idle keeps them polled.
@@ -176,16 +207,26 @@ def guest_run(out_dir, quick, reps, stop_idle):
         idle = ["-d", "test", "-w", "idle", "-W", str(warm), "-D", str(dur), "-k", "64"]
         for n in (1, crowd):
             log(f"rep {rep + 1}/{reps} one busy among {n} polled")
-            figs, polled = run_drivers([busy] + [idle] * (n - 1))
-            raw["crowd"].append({"ndev": n, "rep": rep, "polled_vqs_at_start": polled,
-                                 "drivers": figs})
+            run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit)
         set_param("poll_stop_idle", stop_idle)
+        save(raw, out_dir)
     set_mode("notify", stop_idle)
     raw["meta"]["seconds"] = round(time.monotonic() - t_start, 1)
+    raw["meta"]["complete"] = True
+    save(raw, out_dir)
+    errors = sum("error" in c for k in ("cells", "idle", "crowd") for c in raw[k])
+    log(f"raw figures in {out_dir}/raw.json after {raw['meta']['seconds']} s; "
+        f"{errors} runs failed")
+
+
+def save(raw, out_dir):
+    """Write what was measured so far: a failure late in a long run keeps
+    the rest."""
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "raw.json"), "w") as f:
+    tmp = os.path.join(out_dir, "raw.json.tmp")
+    with open(tmp, "w") as f:
         json.dump(raw, f)
-    log(f"raw figures in {out_dir}/raw.json after {raw['meta']['seconds']} s")
+    os.replace(tmp, os.path.join(out_dir, "raw.json"))
 
 
 # ----------------------------------------------------------------- host side
@@ -218,7 +259,7 @@ def jain(xs):
 
 def rep_figures(drivers):
     """One repetition of one cell: the devices' figures combined."""
-    bufs = sum(d["buffers"] for d in drivers)
+    posted = sum(d["posted"] for d in drivers)
     secs = statistics.mean(d["seconds"] for d in drivers)
     hist = {}
     for d in drivers:
@@ -231,7 +272,9 @@ def rep_figures(drivers):
         return agg(v) if v else None
     return {
         "buffers_per_s": sum(d["buffers_per_s"] for d in drivers),
-        "kicks_per_1000": 1000 * sum(d["kicks"] for d in drivers) / bufs if bufs else None,
+        # Kicks go with posts: a buffer posted and kicked at the end of
+        # the second may be used after it.
+        "kicks_per_1000": 1000 * sum(d["kicks"] for d in drivers) / posted if posted else None,
         "lat_p50_us": percentile_us(hist, 50),
         "lat_p99_us": percentile_us(hist, 99),
         # vhost-poll's thread is one: each driver saw it over its window.
@@ -254,12 +297,17 @@ FIELDS = ("buffers_per_s", "kicks_per_1000", "lat_p50_us", "lat_p99_us",
 
 
 def summarise(raw, env, accel):
-    groups = {}
+    groups, errors = {}, {}
     for c in raw["cells"]:
         key = (c["device"], c["workload"], c["batch"], c["mode"], c["ndev"])
-        groups.setdefault(key, []).append(rep_figures(c["drivers"]))
+        groups.setdefault(key, [])
+        if "error" in c:
+            errors.setdefault(key, []).append(c["error"])
+        else:
+            groups[key].append(rep_figures(c["drivers"]))
     cells = []
-    for (dev, wl, batch, mode, ndev), reps in groups.items():
+    for key, reps in groups.items():
+        dev, wl, batch, mode, ndev = key
         rec = {"env": env, "accel": accel, "device": dev, "workload": wl, "mode": mode,
                "ndev": ndev, "batch": batch}
         for k in FIELDS:
@@ -267,8 +315,12 @@ def summarise(raw, env, accel):
             rec[k] = round(v, 4) if v is not None else None
         rec["reps"] = len(reps)
         rec["all_used_once"] = all(r["all_used_once"] for r in reps)
+        rec["errors"] = errors.get(key, [])
         cells.append(rec)
-    idle = raw["idle"]
+    idle = [d["drivers"][0] for d in raw["idle"] if "error" not in d]
+    # A run whose load did not end in poll mode shows nothing.
+    unpolled = sum(d["idle_polled_at_start"] < 1 for d in idle)
+    idle = [d for d in idle if d["idle_polled_at_start"] >= 1]
     hz = raw["meta"]["hz"]
     probes = {
         "idle": {
@@ -276,13 +328,18 @@ def summarise(raw, env, accel):
             "sleep_ms": median(d["idle_sleep_ms"] if d["idle_sleep_ms"] >= 0 else None
                                for d in idle),
             "sleep_ms_max": max((d["idle_sleep_ms"] for d in idle), default=None),
+            # Repetitions where the thread was never seen asleep.
+            "never_asleep": sum(d["idle_sleep_ms"] < 0 for d in idle),
+            "not_polled_at_end": unpolled,
             "bound_ms": (raw["meta"]["poll_stop_idle"] + 1) * 1000 / hz if hz else None,
             "window_s": raw["meta"]["idle_window_s"],
             "reps": len(idle),
+            "errors": [d["error"] for d in raw["idle"] if "error" in d],
         },
     }
-    alone = [c["drivers"][0]["buffers_per_s"] for c in raw["crowd"] if c["ndev"] == 1]
-    crowd = [c for c in raw["crowd"] if c["ndev"] > 1]
+    ok = [c for c in raw["crowd"] if "error" not in c]
+    alone = [c["drivers"][0]["buffers_per_s"] for c in ok if c["ndev"] == 1]
+    crowd = [c for c in ok if c["ndev"] > 1]
     if alone and crowd:
         busy = median(c["drivers"][0]["buffers_per_s"] for c in crowd)
         probes["one_busy"] = {
@@ -291,6 +348,7 @@ def summarise(raw, env, accel):
             "crowd_buffers_per_s": busy,
             "ratio": busy / median(alone) if median(alone) else None,
             "polled_vqs_at_start": min(c["polled_vqs_at_start"] for c in crowd),
+            "errors": [c["error"] for c in raw["crowd"] if "error" in c],
         }
     return cells, probes
 
@@ -324,40 +382,47 @@ def targets(cells, probes):
             out.append((name, "not measured", None))
         else:
             out.append((name, *ok(vals)))
+    def ratios(name, mode, num_of, base, key, le, bound):
+        """A target on a ratio of @mode to @base, met when every cell
+        meets it; the figure says in how many it does, and their spread."""
+        vals = []
+        for c in cells:
+            if c["mode"] != mode or not num_of(c):
+                continue
+            b = find(cells, device=c["device"], workload=c["workload"], batch=c["batch"],
+                     ndev=c["ndev"], mode=base)
+            if b:
+                vals.append(ratio(c[key], b[key]))
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            out.append((name, "not measured", None))
+            return
+        k = sum(v <= bound if le else v >= bound for v in vals)
+        geo = math.exp(statistics.mean(math.log(v) for v in vals)) if min(vals) > 0 else 0
+        out.append((name, f"met in {k} of {len(vals)} cells; geometric mean {geo:.2f}, "
+                          f"range {min(vals):.2f} to {max(vals):.2f}", k == len(vals)))
+
     poll_stream = [c for c in cells if c["mode"] == "poll" and c["workload"] == "stream"]
-    add("poll: stream kicks/1000 <= 1", [c["kicks_per_1000"] for c in poll_stream],
-        lambda v: (f"worst {max(v):.2f}", max(v) <= 1))
-    r = [ratio(c["buffers_per_s"], (find(cells, device=c["device"], workload="stream",
-                                         batch=c["batch"], ndev=c["ndev"], mode="notify")
-                                    or {}).get("buffers_per_s"))
-         for c in poll_stream]
-    add("stream buffers/s poll/notify >= 1.33", r,
-        lambda v: (f"min {min(v):.2f}, median {statistics.median(v):.2f}", min(v) >= 1.33))
-    p50, p99 = [], []
-    for c in cells:
-        if c["mode"] != "poll" or c["workload"] != "rr":
-            continue
-        n = find(cells, device=c["device"], workload="rr", ndev=c["ndev"], mode="notify")
-        if n:
-            p50.append(ratio(c["lat_p50_us"], n["lat_p50_us"]))
-            p99.append(ratio(c["lat_p99_us"], n["lat_p99_us"]))
-    add("rr p50 poll/notify <= 0.70", p50,
-        lambda v: (f"max {max(v):.2f}, median {statistics.median(v):.2f}", max(v) <= 0.70))
-    add("rr p99 poll/notify <= 1", p99,
-        lambda v: (f"max {max(v):.2f}, median {statistics.median(v):.2f}", max(v) <= 1))
-    r = [ratio(c["buffers_per_s"], (find(cells, device=c["device"], workload=c["workload"],
-                                         batch=c["batch"], ndev=c["ndev"], mode="notify")
-                                    or {}).get("buffers_per_s"))
-         for c in cells if c["mode"] == "hooked"]
-    add("hooked/notify buffers/s >= 0.98", r,
-        lambda v: (f"min {min(v):.3f}, median {statistics.median(v):.3f}", min(v) >= 0.98))
+    k = [c["kicks_per_1000"] for c in poll_stream if c["kicks_per_1000"] is not None]
+    add("poll: stream kicks/1000 <= 1", k,
+        lambda v: (f"met in {sum(x <= 1 for x in v)} of {len(v)} cells; worst {max(v):.2f}",
+                   max(v) <= 1))
+    is_stream = lambda c: c["workload"] == "stream"  # noqa: E731
+    is_rr = lambda c: c["workload"] == "rr"  # noqa: E731
+    ratios("stream buffers/s poll/notify >= 1.33", "poll", is_stream, "notify",
+           "buffers_per_s", False, 1.33)
+    ratios("rr p50 poll/notify <= 0.70", "poll", is_rr, "notify", "lat_p50_us", True, 0.70)
+    ratios("rr p99 poll/notify <= 1", "poll", is_rr, "notify", "lat_p99_us", True, 1)
+    ratios("hooked/notify buffers/s >= 0.98", "hooked", lambda c: True, "notify",
+           "buffers_per_s", False, 0.98)
     p = find(cells, device="net", workload="rr", ndev=4, mode="poll")
     b = find(cells, device="net", workload="rr", ndev=4, mode="busyloop")
     if p and b:
         add("net rr x4: poll p50 <= busyloop p50", [ratio(p["lat_p50_us"], b["lat_p50_us"])],
             lambda v: (f"{p['lat_p50_us']:.1f} vs {b['lat_p50_us']:.1f} us (x{v[0]:.2f})",
                        v[0] <= 1))
-        pc = (p["poller_cpu_pct"] or 0) + (p["workers_cpu_pct"] or 0)
+        pc = (p["poller_cpu_pct"] + p["workers_cpu_pct"]
+              if p["poller_cpu_pct"] is not None and p["workers_cpu_pct"] is not None else None)
         add("net rr x4: poll+workers CPU <= busyloop workers CPU",
             [ratio(pc, b["workers_cpu_pct"])],
             lambda v: (f"{pc:.1f}% vs {b['workers_cpu_pct']:.1f}% (x{v[0]:.2f})", v[0] <= 1))
@@ -366,9 +431,13 @@ def targets(cells, probes):
     i = probes["idle"]
     add("idle: vhost-poll CPU < 0.1% over the window", [i["cpu_pct"]],
         lambda v: (f"{v[0]:.4f}% over {i['window_s']} s", v[0] < 0.1))
-    add("idle: asleep within poll_stop_idle + 1 jiffies", [i["sleep_ms_max"]],
-        lambda v: (f"max {v[0]:.1f} ms, median {i['sleep_ms']:.1f} ms, bound "
-                   f"{i['bound_ms']:.0f} ms", v[0] <= i["bound_ms"]))
+    if i["never_asleep"]:
+        out.append(("idle: asleep within poll_stop_idle + 1 jiffies",
+                     f"never seen asleep in {i['never_asleep']} of {i['reps']} runs", False))
+    else:
+        add("idle: asleep within poll_stop_idle + 1 jiffies", [i["sleep_ms_max"]],
+            lambda v: (f"max {v[0]:.1f} ms, median {i['sleep_ms']:.1f} ms, bound "
+                       f"{i['bound_ms']:.0f} ms", v[0] <= i["bound_ms"]))
     j = [c["jain"] for c in cells if c["mode"] == "poll" and c["ndev"] == 16
          and c["workload"] == "stream"]
     add("16 devices polled: Jain's index >= 0.95", j,
@@ -467,7 +536,8 @@ def report(out_dir, command):
     i = probes["idle"]
     print(f"\nidle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over {i['window_s']} s after the "
           f"load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}, "
-          f"bound {fmt(i['bound_ms'], 0)} ms)")
+          f"bound {fmt(i['bound_ms'], 0)} ms; {i['reps']} runs, "
+          f"{i['not_polled_at_end']} left out: not polled when the load stopped)")
     ob = probes.get("one_busy")
     if ob:
         print(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} buffers/s, "
@@ -504,8 +574,17 @@ def report(out_dir, command):
     md += ["", "![throughput and latency by mode](chart.png)", ""]
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("\n".join(md))
+    # The same, as reStructuredText for Documentation/benchmarks.rst.
+    rst = [".. csv-table:: Each figure the median of %d runs" % meta["reps"],
+           "   :header: " + ", ".join(f'"{h}"' for h in head), ""]
+    rst += ["   " + ", ".join(f'"{v}"' for v in r) for r in rows]
+    rst += ["", ".. csv-table:: Targets", '   :header: "target", "figure", ""', ""]
+    rst += [f'   "{t}", "{v}", "{"met" if m else "missed" if m is not None else "-"}"'
+            for t, v, m in tgt]
+    with open(os.path.join(out_dir, "results.rst"), "w") as f:
+        f.write("\n".join(rst) + "\n")
     chart(cells, meta, os.path.join(out_dir, "chart.png"))
-    print(f"\nwrote {out_dir}/results.json, results.md, chart.png")
+    print(f"\nwrote {out_dir}/results.json, results.md, results.rst, chart.png")
 
 
 def host_cpu():
@@ -547,13 +626,15 @@ def check(out_dir):
                     (c["poller_cpu_pct"] is not None) == (c["mode"] in ("hooked", "poll")))
             if c["workload"] == "rr":
                 sane = sane and c["lat_p50_us"] and c["lat_p50_us"] <= c["lat_p99_us"]
-            ok(sane, f"{name}: figures present and in range")
+            ok(sane and not c["errors"] and c["reps"] > 0,
+               f"{name}: every run finished, figures present and in range"
+               + (f" ({c['errors'][0]})" if c["errors"] else ""))
             ok(c["all_used_once"], f"{name}: every buffer used exactly once")
         i = res["probes"]["idle"]
-        ok(i["cpu_pct"] is not None and 0 <= i["cpu_pct"] <= 100 and i["sleep_ms"] is not None,
-           "idle probe: CPU and time to sleep measured")
+        ok(i["cpu_pct"] is not None and 0 <= i["cpu_pct"] <= 100 and i["sleep_ms"] is not None
+           and not i["errors"], "idle probe: CPU and time to sleep measured")
         ob = res["probes"].get("one_busy")
-        ok(ob and ob["ratio"] and ob["ratio"] > 0 and
+        ok(ob and ob["ratio"] and ob["ratio"] > 0 and not ob["errors"] and
            ob["polled_vqs_at_start"] >= ob["ndev"],
            "one-busy probe: every device polled at the start, a ratio measured")
         ok(len(res["targets"]) >= 9 and all(t["met"] is not None for t in res["targets"]

@@ -24,7 +24,7 @@
 
 enum workload { W_STREAM, W_RR, W_IDLE };
 
-/* Latency histogram: exact below 16 ns, then 16 buckets per power of 2. */
+/* Latency histogram: exact below 32 ns, then 16 buckets per power of 2. */
 #define LAT_BUCKETS 1024
 
 /* Set by SIGALRM: the phase is over. */
@@ -69,6 +69,19 @@ static unsigned int lat_bucket(__u64 ns)
 		return ns;
 	e = 63 - __builtin_clzll(ns);
 	return (e - 3) * 16 + ((ns >> (e - 4)) & 15);
+}
+
+/* The middle of latency bucket @b in microseconds; -1 for none. */
+static double lat_mid_us(unsigned int b)
+{
+	unsigned int e;
+
+	if (b >= LAT_BUCKETS)
+		return -1;
+	if (b < 16)
+		return b / 1000.0;
+	e = b / 16 + 3;
+	return (((16ULL + b % 16) << (e - 4)) + (1ULL << (e - 4)) / 2.0) / 1000;
 }
 
 /* Nanoseconds task @pid has run, from /proc/PID/sched; -1 if unknown. */
@@ -140,64 +153,96 @@ static void cpu_snap(struct cpu_snap *s, int worker, int poller)
 	s->t = now_ns();
 }
 
-/* Percent of one CPU between two snapshots; -1 when not known. */
-static double cpu_pct(const struct cpu_snap *a, const struct cpu_snap *b, int which)
+/* Percent of one CPU that run time @x to @y took over @ns; -1 if unknown. */
+static double cpu_pct(__s64 x, __s64 y, __u64 ns)
 {
-	__s64 x = which == 0 ? a->driver : which == 1 ? a->worker : a->poller;
-	__s64 y = which == 0 ? b->driver : which == 1 ? b->worker : b->poller;
-
-	if (x < 0 || y < x || b->t <= a->t)
+	if (x < 0 || y < x || !ns)
 		return -1;
-	return 100.0 * (y - x) / (b->t - a->t);
+	return 100.0 * (y - x) / ns;
 }
 
-/* Run the workload until the phase ends; -ETIMEDOUT if the device stalls. */
+/*
+ * One step of stream: post a whole batch if that many descriptors are
+ * free; if not, ask for a call once enough are back and wait for it.
+ */
+static int stream_step(struct vring_drv *d, unsigned int batch)
+{
+	unsigned int need;
+
+	vring_reap(d);
+	if (d->nfree >= batch)
+		return vring_post(d, batch) ? 0 : -ENOSPC;
+	need = batch - d->nfree;
+	__atomic_store_n(&vring_used_event(&d->vr), (__u16)(d->last_used + need - 1),
+			 __ATOMIC_RELEASE);
+	vr_mb();
+	if ((__u16)(__atomic_load_n(&d->vr.used->idx, __ATOMIC_ACQUIRE) - d->last_used) >= need)
+		return 0;
+	if (vring_wait(d, 5000) && !vring_reap(d) && !over())
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/*
+ * One round trip of rr: post one buffer, block until it is used, and
+ * record the time since the previous round trip ended at *@prev. A round
+ * trip cut short by the end of the phase is left in flight, unrecorded.
+ */
+static int rr_step(struct vring_drv *d, __u64 *prev)
+{
+	unsigned int got;
+	__u64 t;
+
+	if (!vring_post(d, 1))
+		return -ENOSPC;
+	got = vring_reap(d);
+	while (!got && !over()) {
+		int r = vring_wait(d, 5000);
+
+		got = vring_reap(d);
+		if (r && !got && !over())
+			return -ETIMEDOUT;
+	}
+	if (!got)
+		return 0;
+	t = now_ns();
+	lat_hist[lat_bucket(t - *prev)]++;
+	lat_count++;
+	*prev = t;
+	return 0;
+}
+
+/* Wait for SIGALRM without missing one that comes before the wait. */
+static void idle_until_over(void)
+{
+	sigset_t alrm, old;
+
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	sigprocmask(SIG_BLOCK, &alrm, &old);
+	while (!over())
+		sigsuspend(&old);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Run the workload until the phase ends; -errno if the device stalls. */
 static int run_phase(struct vring_drv *d, enum workload w, unsigned int batch)
 {
-	__u64 t, prev = now_ns();
-	unsigned int got;
+	__u64 prev = now_ns();
+	int ret = 0;
 
-	while (!over()) {
-		switch (w) {
-		case W_STREAM:
-			vring_reap(d);
-			if (vring_post(d, batch))
-				break;
-			/* Ring full: wait for the device. */
-			if (vring_wait(d, 5000) && !vring_reap(d) && !over())
-				return -ETIMEDOUT;
-			break;
-		case W_RR:
-			if (!vring_post(d, 1))
-				return -ENOSPC;
-			got = vring_reap(d);
-			while (!got && !over()) {
-				int r = vring_wait(d, 5000);
-
-				got = vring_reap(d);
-				if (r && !got && !over())
-					return -ETIMEDOUT;
-			}
-			if (!got)
-				break;
-			t = now_ns();
-			lat_hist[lat_bucket(t - prev)]++;
-			lat_count++;
-			prev = t;
-			break;
-		case W_IDLE:
-			pause();
-			break;
-		}
-	}
-	return 0;
+	if (w == W_IDLE)
+		idle_until_over();
+	while (!ret && !over())
+		ret = w == W_STREAM ? stream_step(d, batch) : rr_step(d, &prev);
+	return ret;
 }
 
 /*
  * After the load: the time until the vhost-poll thread is asleep with no
  * vq polled, and its CPU over @secs seconds from the end of the load.
  */
-static void idle_probe(unsigned int secs, double *sleep_ms, double *cpu_pct)
+static void idle_probe(unsigned int secs, double *sleep_ms, double *cpu_pct, int *polled)
 {
 	__u64 t0 = now_ns(), t_end = t0 + secs * 1000000000ULL, t;
 	struct vp_worker w;
@@ -205,8 +250,11 @@ static void idle_probe(unsigned int secs, double *sleep_ms, double *cpu_pct)
 
 	*sleep_ms = -1;
 	*cpu_pct = -1;
+	*polled = -1;
 	if (vp_worker(&w))
 		return;
+	/* Whether the load ended in poll mode: else there is nothing to see. */
+	*polled = w.polled_vqs;
 	c0 = task_runtime_ns(w.pid);
 	while ((t = now_ns()) < t_end) {
 		if (*sleep_ms < 0 && !vp_worker(&w) && !w.polled_vqs &&
@@ -236,8 +284,9 @@ static void usage(const char *prog)
 	       "  -B US         vhost-net busy-loop timeout (VHOST_SET_VRING_BUSYLOOP_TIMEOUT)\n"
 	       "  -k KICKS      kick this many buffers in a row first (enters poll mode)\n"
 	       "  -I SECS       after the load: time until vhost-poll sleeps, its CPU over SECS\n"
-	       "  -s            print \"ready\" when set up, start on a line from stdin,\n"
-	       "                and after the figures wait for stdin to close\n"
+	       "  -s            print \"ready\" when set up, start on a line from stdin\n"
+	       "                (\"go T\": at CLOCK_MONOTONIC T ns), and after the figures\n"
+	       "                hold the device until stdin closes\n"
 	       "Exits 0 when every buffer was used exactly once.\n", prog);
 }
 
@@ -261,9 +310,10 @@ int main(int argc, char **argv)
 	enum vring_dev dev = VRING_TEST;
 	enum workload w = W_STREAM;
 	struct sigaction sa = { .sa_handler = on_alarm };
-	__u64 used0, kicks0, n, p50 = 0, p99 = 0, seen = 0;
+	__u64 used0, kicks0, posted0, n, p50 = 0, p99 = 0, seen = 0;
+	unsigned long long start;
 	struct cpu_snap c0, c1;
-	int worker, poller = -1;
+	int worker, poller = -1, idle_polled = -1;
 	struct vp_worker vw;
 	double sleep_ms = -1, idle_cpu = -1, secs;
 	bool sync = false, first = true;
@@ -322,6 +372,11 @@ int main(int argc, char **argv)
 		}
 	}
 
+	if (batch > ring) {
+		fprintf(stderr, "vhost_bench: -b %u is larger than the ring (-r %u)\n",
+			batch, ring);
+		return 2;
+	}
 	/* Enough sequence numbers for any run this program makes. */
 	ret = vring_open_dev(&d, dev, ring, true, 1ULL << 26);
 	if (ret) {
@@ -352,14 +407,26 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
+		/* "go T": start at CLOCK_MONOTONIC T (ns), with the others. */
+		if (sscanf(line, "go %llu", &start) == 1) {
+			struct timespec ts = { .tv_sec = start / 1000000000ULL,
+					       .tv_nsec = start % 1000000000ULL };
+
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+				;
+		}
 	}
 
 	arm(warm);
 	ret = warm ? run_phase(&d, w, batch) : 0;
+	/* rr measures from one buffer in flight: none left from warm-up. */
+	if (!ret && w == W_RR)
+		ret = vring_drain(&d, 5000);
 	memset(lat_hist, 0, sizeof(lat_hist));
 	lat_count = 0;
 	used0 = d.used;
 	kicks0 = d.kicks;
+	posted0 = d.posted;
 	cpu_snap(&c0, worker, poller);
 	arm(dur);
 	if (!ret)
@@ -367,28 +434,31 @@ int main(int argc, char **argv)
 	cpu_snap(&c1, worker, poller);
 	n = d.used - used0;
 	kicks0 = d.kicks - kicks0;
+	posted0 = d.posted - posted0;
 	if (!ret)
 		ret = vring_drain(&d, 5000);
 	if (ret)
 		fprintf(stderr, "vhost_bench: the device stalled after %llu buffers: %s\n",
 			(unsigned long long)d.used, strerror(-ret));
 	if (!ret && probe)
-		idle_probe(probe, &sleep_ms, &idle_cpu);
+		idle_probe(probe, &sleep_ms, &idle_cpu, &idle_polled);
 
+	p50 = LAT_BUCKETS;
+	p99 = LAT_BUCKETS;
 	for (i = 0; i < LAT_BUCKETS && lat_count; i++) {
 		seen += lat_hist[i];
-		if (!p50 && seen * 2 >= lat_count)
-			p50 = i + 1;
-		if (!p99 && seen * 100 >= lat_count * 99)
-			p99 = i + 1;
+		if (p50 == LAT_BUCKETS && seen * 2 >= lat_count)
+			p50 = i;
+		if (p99 == LAT_BUCKETS && seen * 100 >= lat_count * 99)
+			p99 = i;
 	}
 	secs = (c1.t - c0.t) / 1e9;
 	printf("{\"pid\": %d, \"buffers\": %llu, \"seconds\": %.6f, ", getpid(),
 	       (unsigned long long)n, secs);
-	printf("\"buffers_per_s\": %.1f, \"kicks\": %llu, \"rtts\": %llu, ", n / secs,
-	       (unsigned long long)kicks0, (unsigned long long)lat_count);
-	printf("\"lat_p50_bucket\": %lld, \"lat_p99_bucket\": %lld, \"lat_hist\": [",
-	       (long long)p50 - 1, (long long)p99 - 1);
+	printf("\"buffers_per_s\": %.1f, \"posted\": %llu, \"kicks\": %llu, ", n / secs,
+	       (unsigned long long)posted0, (unsigned long long)kicks0);
+	printf("\"rtts\": %llu, \"lat_p50_us\": %.3f, \"lat_p99_us\": %.3f, \"lat_hist\": [",
+	       (unsigned long long)lat_count, lat_mid_us(p50), lat_mid_us(p99));
 	for (i = 0; i < LAT_BUCKETS; i++) {
 		if (!lat_hist[i])
 			continue;
@@ -396,9 +466,12 @@ int main(int argc, char **argv)
 		first = false;
 	}
 	printf("], \"driver_cpu_pct\": %.3f, \"worker_cpu_pct\": %.3f, \"poller_cpu_pct\": %.3f",
-	       cpu_pct(&c0, &c1, 0), cpu_pct(&c0, &c1, 1), cpu_pct(&c0, &c1, 2));
-	printf(", \"idle_sleep_ms\": %.3f, \"idle_cpu_pct\": %.6f, \"all_used_once\": %s}\n",
-	       sleep_ms, idle_cpu, !ret && vring_all_used_once(&d) ? "true" : "false");
+	       cpu_pct(c0.driver, c1.driver, c1.t - c0.t),
+	       cpu_pct(c0.worker, c1.worker, c1.t - c0.t),
+	       cpu_pct(c0.poller, c1.poller, c1.t - c0.t));
+	printf(", \"idle_polled_at_start\": %d, \"idle_sleep_ms\": %.3f, \"idle_cpu_pct\": %.6f",
+	       idle_polled, sleep_ms, idle_cpu);
+	printf(", \"all_used_once\": %s}\n", !ret && vring_all_used_once(&d) ? "true" : "false");
 	fflush(stdout);
 	ret = ret || !vring_all_used_once(&d);
 	/* Hold the device open until told, so that its vqs stay attached. */
