@@ -502,7 +502,8 @@ def chart(cells, meta, path):
             ax.set_ylabel("thousand buffers/s, all devices")
         else:
             ax.set_title("rr: latency p50, whisker to p99 (lower is better)")
-            ax.set_ylabel("round trip, us")
+            ax.set_ylabel("round trip, us (log scale)")
+            ax.set_yscale("log")
         ax.grid(axis="y", alpha=0.3)
         ax.legend()
     fig.suptitle(f"vhost-poll benchmark: {meta['env']} ({meta['accel']}), "
