@@ -74,10 +74,11 @@ def polled_vqs():
         return -1
 
 
-def run_drivers(specs, limit_s):
+def run_drivers(specs, limit_s, want_polled=0):
     """Start one driver per spec (a list of arguments), all set up before
     any starts, and start them together; returns their JSON figures, in
-    order, and how many vqs were polled at the start. Raises RuntimeError
+    order, and how many vqs were polled at the start (waiting up to 2 s
+    for @want_polled of them). Raises RuntimeError
     when a driver fails; a driver still running after @limit_s seconds is
     killed."""
     procs = []
@@ -90,7 +91,11 @@ def run_drivers(specs, limit_s):
         for p in procs:
             if p.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"{' '.join(p.args)}: did not get ready")
-        polled = polled_vqs()
+        # A driver is ready once its own kicks are served; the thread
+        # may start polling its queue a moment later.
+        deadline = time.monotonic() + 2
+        while (polled := polled_vqs()) < want_polled and time.monotonic() < deadline:
+            time.sleep(0.01)
         # Everyone starts at the same CLOCK_MONOTONIC instant, so that the
         # measured seconds overlap.
         start = time.monotonic_ns() + 100_000_000 + 10_000_000 * len(procs)
@@ -119,11 +124,11 @@ def run_drivers(specs, limit_s):
                 log(f"{' '.join(p.args)}: exit {rc}")
 
 
-def run_cell(raw, key, rec, specs, limit_s):
+def run_cell(raw, key, rec, specs, limit_s, want_polled=0):
     """run_drivers() for one record of raw[@key]; a failure is recorded
     with its reason, and the run goes on."""
     try:
-        rec["drivers"], rec["polled_vqs_at_start"] = run_drivers(specs, limit_s)
+        rec["drivers"], rec["polled_vqs_at_start"] = run_drivers(specs, limit_s, want_polled)
     except (RuntimeError, ValueError, OSError) as e:
         log(f"error: {e}")
         rec["error"] = str(e)
@@ -207,7 +212,7 @@ def guest_run(out_dir, quick, reps, stop_idle):
         idle = ["-d", "test", "-w", "idle", "-W", str(warm), "-D", str(dur), "-k", "64"]
         for n in (1, crowd):
             log(f"rep {rep + 1}/{reps} one busy among {n} polled")
-            run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit)
+            run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit, n)
         set_param("poll_stop_idle", stop_idle)
         save(raw, out_dir)
     set_mode("notify", stop_idle)
