@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 """vhost-poll benchmark: the part that runs in the guest, and the report.
 
-  bench.py run OUT [--quick]     in the guest: every cell and the probes,
-                                 raw figures to OUT/raw.json
-  bench.py report OUT            on the host: OUT/results.json, results.md,
-                                 chart.png, the table and the targets
-  bench.py check OUT             TAP: the figures of a run are sane
+  bench.py run OUT [--quick] [--reps N] [--stop-idle J]
+        in the guest: every cell and the probes; raw figures to OUT/raw.json
+  bench.py report OUT [--command CMD]
+        on the host: OUT/results.json, results.md, results.rst, chart.png,
+        the table and the targets
+  bench.py check OUT
+        TAP: every run finished with sane figures (never a timing)
 
 scripts/bench drives these; see scripts/bench --help.
 """
