@@ -169,6 +169,7 @@ def guest_run(out_dir, quick, reps, stop_idle):
                 hz = int(line.split("=")[1])
     raw = {"meta": {"env": os.environ.get("VHOST_POLL_ENV", "unknown"),
                     "accel": os.environ.get("VHOST_POLL_VM_ACCEL", "unknown"),
+                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "kernel": os.uname().release, "ncpus": os.cpu_count(), "hz": hz,
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
@@ -520,13 +521,34 @@ def chart(cells, meta, path):
     plt.close(fig)
 
 
+def verdict(met):
+    """A target's outcome in a word: met, missed, or - (not measured)."""
+    return "-" if met is None else "met" if met else "missed"
+
+
+def probe_lines(probes):
+    """The probes' figures, a sentence each."""
+    i = probes["idle"]
+    out = [f"idle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over {i['window_s']} s after the "
+           f"load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}, "
+           f"bound poll_stop_idle + 1 jiffies = {fmt(i['bound_ms'], 0)} ms; {i['reps']} runs, "
+           f"{i['not_polled_at_end']} left out: not polled when the load stopped)"]
+    ob = probes.get("one_busy")
+    if ob:
+        out.append(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
+                   f"buffers/s, alone {fmt(ob['alone_buffers_per_s'])} (x{fmt(ob['ratio'])}); "
+                   f"{ob['polled_vqs_at_start']} vqs polled at the start")
+    return out
+
+
 def report(out_dir, command):
     with open(os.path.join(out_dir, "raw.json")) as f:
         raw = json.load(f)
     env, accel = raw["meta"]["env"], raw["meta"]["accel"]
     cells, probes = summarise(raw, env, accel)
-    meta = dict(raw["meta"], env=env, accel=accel, command=command,
-                host_cpu=host_cpu(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    # The date of the run; raw figures of older runs lack it.
+    meta = dict(raw["meta"], env=env, accel=accel, command=command, host_cpu=host_cpu())
+    meta.setdefault("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     tgt = targets(cells, probes)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"meta": meta, "cells": sorted(cells, key=sort_key), "probes": probes,
@@ -541,19 +563,13 @@ def report(out_dir, command):
     print(line(head))
     for r in rows:
         print(line(r))
-    i = probes["idle"]
-    print(f"\nidle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over {i['window_s']} s after the "
-          f"load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}, "
-          f"bound {fmt(i['bound_ms'], 0)} ms; {i['reps']} runs, "
-          f"{i['not_polled_at_end']} left out: not polled when the load stopped)")
-    ob = probes.get("one_busy")
-    if ob:
-        print(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} buffers/s, "
-              f"alone {fmt(ob['alone_buffers_per_s'])} (x{fmt(ob['ratio'])}); "
-              f"{ob['polled_vqs_at_start']} vqs polled at the start")
+    probe_text = probe_lines(probes)
+    print()
+    for t in probe_text:
+        print(t)
     print("\ntargets:")
     for t, v, m in tgt:
-        print(f"  {'met   ' if m else 'MISSED' if m is not None else '-     '} {t}: {v}")
+        print(f"  {verdict(m).upper() if m is False else verdict(m):6} {t}: {v}")
 
     md = [f"# vhost-poll benchmark results\n",
           f"- environment: `{env}`, accelerator **{accel}**, {meta['ncpus']} vCPUs, "
@@ -568,17 +584,9 @@ def report(out_dir, command):
           "from se.sum_exec_runtime in /proc/PID/sched\n",
           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
-    md += ["", "## Probes", "",
-           f"- idle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over the {i['window_s']} s after "
-           f"the load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}; "
-           f"bound poll_stop_idle + 1 jiffies = {fmt(i['bound_ms'], 0)} ms)"]
-    if ob:
-        md.append(f"- one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
-                  f"buffers/s against {fmt(ob['alone_buffers_per_s'])} alone "
-                  f"(x{fmt(ob['ratio'])}); {ob['polled_vqs_at_start']} vqs polled at the start")
+    md += ["", "## Probes", ""] + [f"- {t}" for t in probe_text]
     md += ["", "## Targets", "", "| target | figure | |", "|---|---|---|"]
-    md += [f"| {t} | {v} | {'met' if m else 'missed' if m is not None else '-'} |"
-           for t, v, m in tgt]
+    md += [f"| {t} | {v} | {verdict(m)} |" for t, v, m in tgt]
     md += ["", "![throughput and latency by mode](chart.png)", ""]
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("\n".join(md))
@@ -587,8 +595,7 @@ def report(out_dir, command):
            "   :header: " + ", ".join(f'"{h}"' for h in head), ""]
     rst += ["   " + ", ".join(f'"{v}"' for v in r) for r in rows]
     rst += ["", ".. csv-table:: Targets", '   :header: "target", "figure", ""', ""]
-    rst += [f'   "{t}", "{v}", "{"met" if m else "missed" if m is not None else "-"}"'
-            for t, v, m in tgt]
+    rst += [f'   "{t}", "{v}", "{verdict(m)}"' for t, v, m in tgt]
     with open(os.path.join(out_dir, "results.rst"), "w") as f:
         f.write("\n".join(rst) + "\n")
     chart(cells, meta, os.path.join(out_dir, "chart.png"))
@@ -650,8 +657,10 @@ def check(out_dir):
            "targets evaluated")
     for name in ("results.md", "chart.png"):
         p = os.path.join(out_dir, name)
-        with open(p, "rb") if os.path.exists(p) else open(os.devnull, "rb") as f:
-            head = f.read(8)
+        head = b""
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                head = f.read(8)
         ok(head.startswith(b"\x89PNG") if name.endswith(".png") else head.startswith(b"#"),
            f"{name} written")
     print("TAP version 13")

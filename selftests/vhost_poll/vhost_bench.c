@@ -24,6 +24,9 @@
 
 enum workload { W_STREAM, W_RR, W_IDLE };
 
+/* A device that takes no buffer for this long has stalled. */
+#define STALL_MS 5000
+
 /* Latency histogram: exact below 32 ns, then 16 buckets per power of 2. */
 #define LAT_BUCKETS 1024
 
@@ -108,34 +111,10 @@ static __s64 task_runtime_ns(int pid)
 /* The thread named @comm: first among this process's, then anywhere. */
 static int find_task(const char *comm)
 {
-	static const char * const roots[] = { "/proc/self/task", "/proc" };
-	char path[300], buf[64];
-	struct dirent *de;
-	unsigned int i;
 	int pid = -1;
 
-	for (i = 0; i < 2 && pid < 0; i++) {
-		DIR *dir = opendir(roots[i]);
-
-		while (dir && pid < 0 && (de = readdir(dir))) {
-			FILE *f;
-
-			if (de->d_name[0] < '0' || de->d_name[0] > '9')
-				continue;
-			snprintf(path, sizeof(path), "%s/%s/comm", roots[i], de->d_name);
-			f = fopen(path, "re");
-			if (!f)
-				continue;
-			if (fgets(buf, sizeof(buf), f)) {
-				buf[strcspn(buf, "\n")] = '\0';
-				if (!strcmp(buf, comm))
-					pid = atoi(de->d_name);
-			}
-			fclose(f);
-		}
-		if (dir)
-			closedir(dir);
-	}
+	if (vp_scan_comm("/proc/self/task", comm, &pid) <= 0)
+		vp_scan_comm("/proc", comm, &pid);
 	return pid;
 }
 
@@ -178,7 +157,7 @@ static int stream_step(struct vring_drv *d, unsigned int batch)
 	vr_mb();
 	if ((__u16)(__atomic_load_n(&d->vr.used->idx, __ATOMIC_ACQUIRE) - d->last_used) >= need)
 		return 0;
-	if (vring_wait(d, 5000) && !vring_reap(d) && !over())
+	if (vring_wait(d, STALL_MS) && !vring_reap(d) && !over())
 		return -ETIMEDOUT;
 	return 0;
 }
@@ -197,7 +176,7 @@ static int rr_step(struct vring_drv *d, __u64 *prev)
 		return -ENOSPC;
 	got = vring_reap(d);
 	while (!got && !over()) {
-		int r = vring_wait(d, 5000);
+		int r = vring_wait(d, STALL_MS);
 
 		got = vring_reap(d);
 		if (r && !got && !over())
@@ -242,14 +221,14 @@ static int run_phase(struct vring_drv *d, enum workload w, unsigned int batch)
  * After the load: the time until the vhost-poll thread is asleep with no
  * vq polled, and its CPU over @secs seconds from the end of the load.
  */
-static void idle_probe(unsigned int secs, double *sleep_ms, double *cpu_pct, int *polled)
+static void idle_probe(unsigned int secs, double *sleep_ms, double *idle_cpu, int *polled)
 {
 	__u64 t0 = now_ns(), t_end = t0 + secs * 1000000000ULL, t;
 	struct vp_worker w;
 	__s64 c0, c1;
 
 	*sleep_ms = -1;
-	*cpu_pct = -1;
+	*idle_cpu = -1;
 	*polled = -1;
 	if (vp_worker(&w))
 		return;
@@ -266,9 +245,7 @@ static void idle_probe(unsigned int secs, double *sleep_ms, double *cpu_pct, int
 			vp_sleep_ms((t_end - t) / 1000000 + 1);
 	}
 	c1 = task_runtime_ns(w.pid);
-	t = now_ns();
-	if (c0 >= 0 && c1 >= c0)
-		*cpu_pct = 100.0 * (c1 - c0) / (t - t0);
+	*idle_cpu = cpu_pct(c0, c1, now_ns() - t0);
 }
 
 static void usage(const char *prog)
@@ -398,7 +375,7 @@ int main(int argc, char **argv)
 	if (!vp_worker(&vw))
 		poller = vw.pid;
 	sigaction(SIGALRM, &sa, NULL);
-	if (kicks && (vring_post_kicked(&d, kicks) != kicks || vring_drain(&d, 5000))) {
+	if (kicks && (vring_post_kicked(&d, kicks) != kicks || vring_drain(&d, STALL_MS))) {
 		fprintf(stderr, "vhost_bench: the first %u buffers were not used\n", kicks);
 		return 1;
 	}
@@ -421,7 +398,7 @@ int main(int argc, char **argv)
 	ret = warm ? run_phase(&d, w, batch) : 0;
 	/* rr measures from one buffer in flight: none left from warm-up. */
 	if (!ret && w == W_RR)
-		ret = vring_drain(&d, 5000);
+		ret = vring_drain(&d, STALL_MS);
 	memset(lat_hist, 0, sizeof(lat_hist));
 	lat_count = 0;
 	used0 = d.used;
@@ -436,7 +413,7 @@ int main(int argc, char **argv)
 	kicks0 = d.kicks - kicks0;
 	posted0 = d.posted - posted0;
 	if (!ret)
-		ret = vring_drain(&d, 5000);
+		ret = vring_drain(&d, STALL_MS);
 	if (ret)
 		fprintf(stderr, "vhost_bench: the device stalled after %llu buffers: %s\n",
 			(unsigned long long)d.used, strerror(-ret));

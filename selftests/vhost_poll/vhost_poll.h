@@ -253,12 +253,15 @@ static inline char vp_task_state(int pid)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
-/* How many tasks are named @comm. */
-static inline int vp_count_threads(const char *comm)
+/*
+ * The tasks under @dir (/proc, or a /proc/PID/task) named @comm: returns
+ * how many, and stores the first one's id in *@first unless it is NULL.
+ */
+static inline int vp_scan_comm(const char *dir, const char *comm, int *first)
 {
 	char path[300], buf[64];
 	struct dirent *de;
-	DIR *d = opendir("/proc");
+	DIR *d = opendir(dir);
 	int n = 0;
 
 	if (!d)
@@ -268,18 +271,25 @@ static inline int vp_count_threads(const char *comm)
 
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
+		snprintf(path, sizeof(path), "%s/%s/comm", dir, de->d_name);
 		f = fopen(path, "re");
 		if (!f)
 			continue;
 		if (fgets(buf, sizeof(buf), f)) {
 			buf[strcspn(buf, "\n")] = '\0';
-			n += !strcmp(buf, comm);
+			if (!strcmp(buf, comm) && !n++ && first)
+				*first = atoi(de->d_name);
 		}
 		fclose(f);
 	}
 	closedir(d);
 	return n;
+}
+
+/* How many tasks are named @comm. */
+static inline int vp_count_threads(const char *comm)
+{
+	return vp_scan_comm("/proc", comm, NULL);
 }
 
 /* CONFIG_HZ of the kernel under test, from $VHOST_POLL_KDIR/.config; 0 if unknown. */
