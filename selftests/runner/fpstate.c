@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <linux/types.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,9 @@
 
 /* One block of register contents: zmm0-31 (or ymm0-15), then k0-7. */
 struct vregs {
-	uint8_t z[32][64];
-	uint64_t k[8];
-} __attribute__((aligned(64)));
+	__u8 z[32][64];
+	__u64 k[8];
+};
 
 /* What the asm block needs; syscall numbers are put in rax by the asm. */
 struct call {
@@ -71,6 +72,17 @@ static struct result (*results)[THREADS][KINDS][MODES];
 static __thread long handled;
 static long iterations = 2000;
 
+/* Asm text for register n. */
+#define Y_LOAD(n)   "vmovdqu " #n "*64(%%r13), %%ymm" #n "\n\t"
+#define Y_STORE(n)  "vmovdqu %%ymm" #n ", " #n "*64(%%r13)\n\t"
+#define Y_COPY0(n)  "vmovdqa %%ymm0, %%ymm" #n "\n\t"
+#define Z_LOAD(n)   "vmovdqu64 " #n "*64(%%r13), %%zmm" #n "\n\t"
+#define Z_STORE(n)  "vmovdqu64 %%zmm" #n ", " #n "*64(%%r13)\n\t"
+#define Z_COPY0(n)  "vmovdqa64 %%zmm0, %%zmm" #n "\n\t"
+#define K_LOAD(n)   "kmovq 2048+" #n "*8(%%r13), %%k" #n "\n\t"
+#define K_STORE(n)  "kmovq %%k" #n ", 2048+" #n "*8(%%r13)\n\t"
+#define K_ONES(n)   "kxnorq %%k" #n ", %%k" #n ", %%k" #n "\n\t"
+
 /*
  * The signal handler overwrites every vector register the test uses, as
  * a handler calling an AVX-512 memcpy would; the kernel's sigreturn must
@@ -80,26 +92,16 @@ __attribute__((target("avx512f,avx512bw")))
 static void clobber_avx512(void)
 {
 	asm volatile("vpternlogd $0xff, %%zmm0, %%zmm0, %%zmm0\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm1\n\t"  "vmovdqa64 %%zmm0, %%zmm2\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm3\n\t"  "vmovdqa64 %%zmm0, %%zmm4\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm5\n\t"  "vmovdqa64 %%zmm0, %%zmm6\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm7\n\t"  "vmovdqa64 %%zmm0, %%zmm8\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm9\n\t"  "vmovdqa64 %%zmm0, %%zmm10\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm11\n\t" "vmovdqa64 %%zmm0, %%zmm12\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm13\n\t" "vmovdqa64 %%zmm0, %%zmm14\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm15\n\t" "vmovdqa64 %%zmm0, %%zmm16\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm17\n\t" "vmovdqa64 %%zmm0, %%zmm18\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm19\n\t" "vmovdqa64 %%zmm0, %%zmm20\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm21\n\t" "vmovdqa64 %%zmm0, %%zmm22\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm23\n\t" "vmovdqa64 %%zmm0, %%zmm24\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm25\n\t" "vmovdqa64 %%zmm0, %%zmm26\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm27\n\t" "vmovdqa64 %%zmm0, %%zmm28\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm29\n\t" "vmovdqa64 %%zmm0, %%zmm30\n\t"
-		     "vmovdqa64 %%zmm0, %%zmm31\n\t"
-		     "kxnorq %%k0, %%k0, %%k0\n\t" "kxnorq %%k1, %%k1, %%k1\n\t"
-		     "kxnorq %%k2, %%k2, %%k2\n\t" "kxnorq %%k3, %%k3, %%k3\n\t"
-		     "kxnorq %%k4, %%k4, %%k4\n\t" "kxnorq %%k5, %%k5, %%k5\n\t"
-		     "kxnorq %%k6, %%k6, %%k6\n\t" "kxnorq %%k7, %%k7, %%k7\n\t"
+		     Z_COPY0(1) Z_COPY0(2) Z_COPY0(3) Z_COPY0(4)
+		     Z_COPY0(5) Z_COPY0(6) Z_COPY0(7) Z_COPY0(8)
+		     Z_COPY0(9) Z_COPY0(10) Z_COPY0(11) Z_COPY0(12)
+		     Z_COPY0(13) Z_COPY0(14) Z_COPY0(15) Z_COPY0(16)
+		     Z_COPY0(17) Z_COPY0(18) Z_COPY0(19) Z_COPY0(20)
+		     Z_COPY0(21) Z_COPY0(22) Z_COPY0(23) Z_COPY0(24)
+		     Z_COPY0(25) Z_COPY0(26) Z_COPY0(27) Z_COPY0(28)
+		     Z_COPY0(29) Z_COPY0(30) Z_COPY0(31)
+		     K_ONES(0) K_ONES(1) K_ONES(2) K_ONES(3)
+		     K_ONES(4) K_ONES(5) K_ONES(6) K_ONES(7)
 		     ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6",
 		     "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
 		     "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
@@ -112,14 +114,10 @@ __attribute__((target("avx2")))
 static void clobber_avx2(void)
 {
 	asm volatile("vpcmpeqd %%ymm0, %%ymm0, %%ymm0\n\t"
-		     "vmovdqa %%ymm0, %%ymm1\n\t"  "vmovdqa %%ymm0, %%ymm2\n\t"
-		     "vmovdqa %%ymm0, %%ymm3\n\t"  "vmovdqa %%ymm0, %%ymm4\n\t"
-		     "vmovdqa %%ymm0, %%ymm5\n\t"  "vmovdqa %%ymm0, %%ymm6\n\t"
-		     "vmovdqa %%ymm0, %%ymm7\n\t"  "vmovdqa %%ymm0, %%ymm8\n\t"
-		     "vmovdqa %%ymm0, %%ymm9\n\t"  "vmovdqa %%ymm0, %%ymm10\n\t"
-		     "vmovdqa %%ymm0, %%ymm11\n\t" "vmovdqa %%ymm0, %%ymm12\n\t"
-		     "vmovdqa %%ymm0, %%ymm13\n\t" "vmovdqa %%ymm0, %%ymm14\n\t"
-		     "vmovdqa %%ymm0, %%ymm15\n\t"
+		     Y_COPY0(1) Y_COPY0(2) Y_COPY0(3) Y_COPY0(4)
+		     Y_COPY0(5) Y_COPY0(6) Y_COPY0(7) Y_COPY0(8)
+		     Y_COPY0(9) Y_COPY0(10) Y_COPY0(11) Y_COPY0(12)
+		     Y_COPY0(13) Y_COPY0(14) Y_COPY0(15)
 		     ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6",
 		     "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
 		     "xmm14", "xmm15");
@@ -163,24 +161,16 @@ __attribute__((target("avx2")))
 static void run_avx2(struct call *c)
 {
 	asm volatile("mov (%[c]), %%r13\n\t"
-		     "vmovdqu 0*64(%%r13), %%ymm0\n\t"   "vmovdqu 1*64(%%r13), %%ymm1\n\t"
-		     "vmovdqu 2*64(%%r13), %%ymm2\n\t"   "vmovdqu 3*64(%%r13), %%ymm3\n\t"
-		     "vmovdqu 4*64(%%r13), %%ymm4\n\t"   "vmovdqu 5*64(%%r13), %%ymm5\n\t"
-		     "vmovdqu 6*64(%%r13), %%ymm6\n\t"   "vmovdqu 7*64(%%r13), %%ymm7\n\t"
-		     "vmovdqu 8*64(%%r13), %%ymm8\n\t"   "vmovdqu 9*64(%%r13), %%ymm9\n\t"
-		     "vmovdqu 10*64(%%r13), %%ymm10\n\t" "vmovdqu 11*64(%%r13), %%ymm11\n\t"
-		     "vmovdqu 12*64(%%r13), %%ymm12\n\t" "vmovdqu 13*64(%%r13), %%ymm13\n\t"
-		     "vmovdqu 14*64(%%r13), %%ymm14\n\t" "vmovdqu 15*64(%%r13), %%ymm15\n\t"
+		     Y_LOAD(0) Y_LOAD(1) Y_LOAD(2) Y_LOAD(3)
+		     Y_LOAD(4) Y_LOAD(5) Y_LOAD(6) Y_LOAD(7)
+		     Y_LOAD(8) Y_LOAD(9) Y_LOAD(10) Y_LOAD(11)
+		     Y_LOAD(12) Y_LOAD(13) Y_LOAD(14) Y_LOAD(15)
 		     ENTRIES
 		     "mov 8(%[c]), %%r13\n\t"
-		     "vmovdqu %%ymm0, 0*64(%%r13)\n\t"   "vmovdqu %%ymm1, 1*64(%%r13)\n\t"
-		     "vmovdqu %%ymm2, 2*64(%%r13)\n\t"   "vmovdqu %%ymm3, 3*64(%%r13)\n\t"
-		     "vmovdqu %%ymm4, 4*64(%%r13)\n\t"   "vmovdqu %%ymm5, 5*64(%%r13)\n\t"
-		     "vmovdqu %%ymm6, 6*64(%%r13)\n\t"   "vmovdqu %%ymm7, 7*64(%%r13)\n\t"
-		     "vmovdqu %%ymm8, 8*64(%%r13)\n\t"   "vmovdqu %%ymm9, 9*64(%%r13)\n\t"
-		     "vmovdqu %%ymm10, 10*64(%%r13)\n\t" "vmovdqu %%ymm11, 11*64(%%r13)\n\t"
-		     "vmovdqu %%ymm12, 12*64(%%r13)\n\t" "vmovdqu %%ymm13, 13*64(%%r13)\n\t"
-		     "vmovdqu %%ymm14, 14*64(%%r13)\n\t" "vmovdqu %%ymm15, 15*64(%%r13)\n\t"
+		     Y_STORE(0) Y_STORE(1) Y_STORE(2) Y_STORE(3)
+		     Y_STORE(4) Y_STORE(5) Y_STORE(6) Y_STORE(7)
+		     Y_STORE(8) Y_STORE(9) Y_STORE(10) Y_STORE(11)
+		     Y_STORE(12) Y_STORE(13) Y_STORE(14) Y_STORE(15)
 		     "vzeroupper\n\t"
 		     : : [c] "r" (c)
 		     : "rax", "rcx", "rdx", "rsi", "rdi", "r11", "r12", "r13",
@@ -189,28 +179,32 @@ static void run_avx2(struct call *c)
 		       "xmm13", "xmm14", "xmm15", "memory", "cc");
 }
 
-#define Z_LOAD(n)  "vmovdqu64 " #n "*64(%%r13), %%zmm" #n "\n\t"
-#define Z_STORE(n) "vmovdqu64 %%zmm" #n ", " #n "*64(%%r13)\n\t"
-#define K_LOAD(n)  "kmovq 2048+" #n "*8(%%r13), %%k" #n "\n\t"
-#define K_STORE(n) "kmovq %%k" #n ", 2048+" #n "*8(%%r13)\n\t"
-#define X8(m, a, b, c, d, e, f, g, h) m(a) m(b) m(c) m(d) m(e) m(f) m(g) m(h)
-
 __attribute__((target("avx512f,avx512bw")))
 static void run_avx512(struct call *c)
 {
 	asm volatile("mov (%[c]), %%r13\n\t"
-		     X8(Z_LOAD, 0, 1, 2, 3, 4, 5, 6, 7)
-		     X8(Z_LOAD, 8, 9, 10, 11, 12, 13, 14, 15)
-		     X8(Z_LOAD, 16, 17, 18, 19, 20, 21, 22, 23)
-		     X8(Z_LOAD, 24, 25, 26, 27, 28, 29, 30, 31)
-		     X8(K_LOAD, 0, 1, 2, 3, 4, 5, 6, 7)
+		     Z_LOAD(0) Z_LOAD(1) Z_LOAD(2) Z_LOAD(3)
+		     Z_LOAD(4) Z_LOAD(5) Z_LOAD(6) Z_LOAD(7)
+		     Z_LOAD(8) Z_LOAD(9) Z_LOAD(10) Z_LOAD(11)
+		     Z_LOAD(12) Z_LOAD(13) Z_LOAD(14) Z_LOAD(15)
+		     Z_LOAD(16) Z_LOAD(17) Z_LOAD(18) Z_LOAD(19)
+		     Z_LOAD(20) Z_LOAD(21) Z_LOAD(22) Z_LOAD(23)
+		     Z_LOAD(24) Z_LOAD(25) Z_LOAD(26) Z_LOAD(27)
+		     Z_LOAD(28) Z_LOAD(29) Z_LOAD(30) Z_LOAD(31)
+		     K_LOAD(0) K_LOAD(1) K_LOAD(2) K_LOAD(3)
+		     K_LOAD(4) K_LOAD(5) K_LOAD(6) K_LOAD(7)
 		     ENTRIES
 		     "mov 8(%[c]), %%r13\n\t"
-		     X8(Z_STORE, 0, 1, 2, 3, 4, 5, 6, 7)
-		     X8(Z_STORE, 8, 9, 10, 11, 12, 13, 14, 15)
-		     X8(Z_STORE, 16, 17, 18, 19, 20, 21, 22, 23)
-		     X8(Z_STORE, 24, 25, 26, 27, 28, 29, 30, 31)
-		     X8(K_STORE, 0, 1, 2, 3, 4, 5, 6, 7)
+		     Z_STORE(0) Z_STORE(1) Z_STORE(2) Z_STORE(3)
+		     Z_STORE(4) Z_STORE(5) Z_STORE(6) Z_STORE(7)
+		     Z_STORE(8) Z_STORE(9) Z_STORE(10) Z_STORE(11)
+		     Z_STORE(12) Z_STORE(13) Z_STORE(14) Z_STORE(15)
+		     Z_STORE(16) Z_STORE(17) Z_STORE(18) Z_STORE(19)
+		     Z_STORE(20) Z_STORE(21) Z_STORE(22) Z_STORE(23)
+		     Z_STORE(24) Z_STORE(25) Z_STORE(26) Z_STORE(27)
+		     Z_STORE(28) Z_STORE(29) Z_STORE(30) Z_STORE(31)
+		     K_STORE(0) K_STORE(1) K_STORE(2) K_STORE(3)
+		     K_STORE(4) K_STORE(5) K_STORE(6) K_STORE(7)
 		     "vzeroupper\n\t"
 		     : : [c] "r" (c)
 		     : "rax", "rcx", "rdx", "rsi", "rdi", "r11", "r12", "r13",
@@ -226,7 +220,7 @@ static void run_avx512(struct call *c)
 /* A pattern no other worker, block or the handler's all-ones produces. */
 static void fill(struct vregs *v, unsigned int worker, long block)
 {
-	uint64_t x = 0x9e3779b97f4a7c15ull * (worker + 1) + (uint64_t)block;
+	__u64 x = 0x9e3779b97f4a7c15ull * (worker + 1) + (__u64)block;
 	size_t i;
 
 	for (i = 0; i < sizeof(v->z); i += 8) {
@@ -335,13 +329,13 @@ static int run_process(int proc)
 static int cpu_has(enum kind kind)
 {
 	unsigned int a, b, c, d;
-	uint32_t xcr0_lo, xcr0_hi;
-	uint64_t xcr0, need;
+	__u32 xcr0_lo, xcr0_hi;
+	__u64 xcr0, need;
 
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
 		return 0;
 	asm volatile("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
-	xcr0 = (uint64_t)xcr0_hi << 32 | xcr0_lo;
+	xcr0 = (__u64)xcr0_hi << 32 | xcr0_lo;
 	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
 		return 0;
 	if (kind == AVX2) {
@@ -389,9 +383,8 @@ int main(int argc, char **argv)
 
 	ksft_print_header();
 	ksft_set_plan(KINDS * MODES);
-	if (!cpu_has(AVX2)) {
+	if (!cpu_has(AVX2))
 		ksft_exit_skip("no AVX2 (CPUID and XCR0): nothing to check here\n");
-	}
 	have_avx512 = cpu_has(AVX512);
 	ksft_print_msg("CPUID/XCR0: avx2 yes, avx512 %s; /proc/cpuinfo: avx512f %s\n",
 		       have_avx512 ? "yes" : "no",
