@@ -61,6 +61,10 @@ impl VqState {
             return;
         }
         let count = self.rate.record(crate::worker::now());
+        // Relaxed: `wake`'s `Release` swap of `pending` orders this store
+        // before it, for the worker's `Acquire` swap in `serve`. Only the
+        // kick that sets the flag wakes the worker; that is safe because the
+        // worker cannot miss a flag whose setter woke it (see `wake`).
         if starts_polling(count, rate) && !self.want_poll.swap(true, Relaxed) {
             self.shared.wake();
         }

@@ -119,11 +119,24 @@ impl Shared {
         self.task.store((task as *const Task).cast_mut(), Release);
     }
 
-    /// Wakes the worker. Any context.
+    /// Wakes the worker, for the requests the caller made before (a
+    /// `want_poll` set, a mark on an entry). Any context.
     pub(crate) fn wake(&self) {
-        self.pending.store(true, Release);
+        // Release, and a read-modify-write, pairing with the `Acquire` swap
+        // in `serve`. That swap reads the last value of `pending`: if it
+        // reads ours, or that of an RMW after ours (RMWs continue a release
+        // sequence; a plain store would end it), our requests are visible
+        // to the worker's loads that follow it; if it comes before ours in
+        // `pending`'s order, `pending` stays set and the worker serves
+        // again before it sleeps. A plain store here would let the worker's
+        // swap read another waker's `true` and miss our request for good.
+        self.pending.swap(true, Release);
         let task = self.task.load(Acquire);
         if !task.is_null() {
+            // `wake_up_process()` orders the swap above before its read of
+            // the task's state (a full barrier), as `set_current_state()` in
+            // `sleep_unless` orders the worker's state before its read of
+            // `pending`: the worker sees `pending` or is woken.
             // SAFETY: `set_task` stored a task that outlives the vhost
             // registration, and only vhost's callbacks, which end with the
             // registration, and the worker itself call `wake`.
@@ -187,7 +200,9 @@ impl Poller for Shared {
             .find(|e| unsafe { e.vq.vq.device() } == device)
             .map(|e| e.vq.dev)
             .unwrap_or_else(|| {
-                inner.next_dev += 1;
+                // A number for the counters only: after 2^32 devices it
+                // wraps, and two devices may then share one.
+                inner.next_dev = inner.next_dev.wrapping_add(1);
                 inner.next_dev
             });
         let state = Arc::new(
@@ -343,14 +358,18 @@ fn start(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) {
 
 /// Returns `e` to notification mode. With `keep_if_racing`, a vq whose
 /// driver made buffers available while notifications were being turned
-/// back on stays in poll mode (nobody would kick for them); otherwise the
-/// handler takes them now, in notification mode.
+/// back on stays in poll mode (nobody would kick for them) if a handler
+/// run takes some of them now; otherwise the handler takes them now, in
+/// notification mode.
 fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: bool) {
     if !e.polled {
         return;
     }
-    // Kicks from here on are notifications.
-    e.vq.polled.store(false, Relaxed);
+    // `vq.polled` stays set until the vq leaves poll mode for good: a kick
+    // meanwhile (a driver may always kick) is a kick of a polled vq and
+    // does not count toward the next start. Cleared here, such a kick
+    // could set `want_poll`, which a kept vq would carry to its next real
+    // exit and start polling again at once, with no new kick.
     // SAFETY: As in `start`.
     let raced = match unsafe { mm.enter(&e.vq) } {
         // SAFETY: As in `start`.
@@ -363,13 +382,28 @@ fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: b
         (true, Some(mmu)) => Some(mmu),
         _ => None,
     };
+    let mut run_now = mmu.is_some();
     if let Some(mmu) = mmu {
         // SAFETY: As in `start`.
         if keep_if_racing && unsafe { e.vq.vq.start(mmu) }.is_ok() {
-            e.vq.polled.store(true, Relaxed);
-            e.idle.work(now());
-            return;
+            // Polling goes on only for buffers a handler takes now. A ring
+            // whose buffers cannot be taken (an invalid head, an index a
+            // hostile driver moves back and forth) would otherwise be kept
+            // at every stop, and the thread would never sleep.
+            // SAFETY: As in `start`.
+            if unsafe { e.vq.vq.run(mmu) } > 0 {
+                e.idle.work(now());
+                return;
+            }
+            // SAFETY: As in `start`. What it reports is handled below, in
+            // notification mode, as upstream handles it: once, then on
+            // the next kick.
+            run_now = unsafe { e.vq.vq.stop(mmu) };
         }
+    }
+    // Kicks from here on are notifications, and count toward a start.
+    e.vq.polled.store(false, Relaxed);
+    if let (true, Some(mmu)) = (run_now, mmu) {
         // SAFETY: As in `start`.
         unsafe { e.vq.vq.run(mmu) };
     }
@@ -396,10 +430,23 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
         // SAFETY: As in `start`.
         Ok(true) => (unsafe { e.vq.vq.run(mmu) }) > 0,
         Ok(false) => false,
-        // Its mutex is held: a handler is serving the ring right now.
+        // Its owner was killed: as upstream, none of its handlers runs
+        // again. Hand it back; vhost neither starts it again nor passes
+        // its kicks on.
+        Err(err) if err == ENODEV => {
+            stop(shared, e, mm, false);
+            return false;
+        }
+        // Its mutex is held: someone else (its own worker after a stray
+        // kick, an ioctl, a handler blocked in a fault) has the ring. That
+        // is no work the poller found: an empty visit, so that the pass
+        // pauses and the idle clock runs on. Once idle, the vq leaves poll
+        // mode at the next visit that gets the mutex; this one does not
+        // wait for it.
         Err(_) => {
-            e.idle.work(now());
-            return true;
+            c.empty_polls.fetch_add(1, Relaxed);
+            e.idle.empty();
+            return false;
         }
     };
     if found {
@@ -421,7 +468,15 @@ impl Shared {
     /// Serves the requests of vhost and starts polling the vqs whose kicks
     /// reached the rate. Called with `inner` held.
     fn serve(&self, inner: &mut Inner, mm: &mut MmCursor<'_>) {
-        self.pending.store(false, Relaxed);
+        // Acquire, and a read-modify-write, pairing with the `Release` swap
+        // in `wake`: see there. It must come before the reads of
+        // `want_poll` below, which `Acquire` guarantees. The relaxed store
+        // this replaces could be ordered after those reads on a weakly
+        // ordered CPU (store buffering): a kick could set `want_poll` after
+        // the read and `pending` before the store, which then cleared it,
+        // and the worker slept with the request pending; later kicks see
+        // `want_poll` set and do not wake it.
+        self.pending.swap(false, Acquire);
         let rate_on = crate::module_parameters::poll_start_rate.get() != 0;
         let mut served = false;
         for slot in inner.entries.as_mut_slice() {

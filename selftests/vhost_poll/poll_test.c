@@ -7,7 +7,9 @@
  * used exactly once.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include "vhost_poll.h"
 #include "vring.h"
@@ -295,6 +297,177 @@ TEST_F(poll, bursts_at_poll_exit)
 	EXPECT_TRUE(vring_all_used_once(&self->d));
 }
 
+/* vhost-test's byte weight: a handler run stops after this many bytes. */
+#define TEST_WEIGHT	0x80000
+
+/* Give vhost a memory table of the ring's arena and of @big. */
+static int set_mem_with(struct vring_drv *d, void *big, size_t len)
+{
+	struct {
+		struct vhost_memory m;
+		struct vhost_memory_region r[2];
+	} mem = {
+		.m.nregions = 2,
+		.r[0].guest_phys_addr = (uintptr_t)d->arena,
+		.r[0].memory_size = d->arena_len,
+		.r[0].userspace_addr = (uintptr_t)d->arena,
+		.r[1].guest_phys_addr = (uintptr_t)big,
+		.r[1].memory_size = len,
+		.r[1].userspace_addr = (uintptr_t)big,
+	};
+
+	return ioctl(d->fd, VHOST_SET_MEM_TABLE, &mem) ? -errno : 0;
+}
+
+/*
+ * Make up to @n buffers of @len bytes at @big available with one store of
+ * the avail index, and no kick. Returns how many.
+ */
+static unsigned int post_big(struct vring_drv *d, unsigned int n, void *big, __u32 len)
+{
+	unsigned int i;
+
+	for (i = 0; i < n && d->nfree && d->posted + 1 < d->map_bits; i++) {
+		__u16 head = d->free[--d->nfree];
+
+		d->seq_of[head] = ++d->posted;
+		d->vr.desc[head].addr = (uintptr_t)big;
+		d->vr.desc[head].len = len;
+		d->vr.desc[head].flags = 0;
+		d->vr.desc[head].next = 0;
+		d->vr.avail->ring[d->avail_idx % d->num] = head;
+		d->avail_idx++;
+	}
+	vr_wmb();
+	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
+	return i;
+}
+
+enum leave_request { LEAVE_SET_VRING_CALL, LEAVE_SET_MEM_TABLE, LEAVE_RATE_ZERO, LEAVE_N };
+
+static const char *const leave_name[LEAVE_N] = {
+	"SET_VRING_CALL", "SET_MEM_TABLE", "poll_start_rate=0",
+};
+
+static int leave_poll_mode(struct vring_drv *d, enum leave_request how, void *big, size_t len)
+{
+	struct vhost_vring_file f = { .index = d->index, .fd = d->call };
+
+	switch (how) {
+	case LEAVE_SET_VRING_CALL:
+		return ioctl(d->fd, VHOST_SET_VRING_CALL, &f) ? -errno : 0;
+	case LEAVE_SET_MEM_TABLE:
+		return set_mem_with(d, big, len);
+	default:
+		return vp_param_set("poll_start_rate", 0);
+	}
+}
+
+/* Buffers a polled vq's handler saw but did not take when the vq
+ * leaves poll mode on request (a vring ioctl such as QEMU's
+ * SET_VRING_CALL on an MSI-X mask, a memory table, the rate set to 0) are
+ * handled then, with no further kick. Each buffer is one byte weight, so
+ * one handler run takes one: the poller has read the ring's index at its
+ * first visit and takes one buffer a visit after it.
+ */
+TEST_F(poll, leaving_on_request_strands_nothing)
+{
+	const unsigned int burst = RING - 6;
+	unsigned int hit[LEAVE_N] = { 0 }, how, tries, n;
+	void *big;
+
+	if (variant->dev != VRING_TEST)
+		SKIP(return, "uses vhost-test's byte weight to stop each handler run");
+	big = mmap(NULL, TEST_WEIGHT, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, big);
+	ASSERT_EQ(0, set_mem_with(&self->d, big, TEST_WEIGHT));
+	/* Polled until asked to leave, however slow the machine. */
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
+
+	for (how = 0; how < LEAVE_N; how++) {
+		for (tries = 0; tries < 30 && !hit[how]; tries++) {
+			__u64 used0;
+			unsigned int taken;
+
+			ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
+			vring_post_kicked(&self->d, 4 * RATE_LOW);
+			ASSERT_EQ(0, vring_drain(&self->d, STALL_MS));
+			ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+			used0 = self->d.used;
+			n = post_big(&self->d, burst, big, TEST_WEIGHT);
+			ASSERT_EQ(burst, n);
+			/* Let the poller take some, not all: 20 us to 2.5 ms. */
+			vp_sleep_us(20 << (tries % 8));
+			vring_reap(&self->d);
+			taken = self->d.used - used0;
+			ASSERT_EQ(0, leave_poll_mode(&self->d, how, big, TEST_WEIGHT));
+			ASSERT_EQ(0, vring_drain(&self->d, STALL_MS)) {
+				TH_LOG("%s after the poller took %u of %u: %llu never used",
+				       leave_name[how], taken, n,
+				       (unsigned long long)(self->d.posted - self->d.used));
+			}
+			if (taken && taken < n)
+				hit[how] = taken;
+		}
+	}
+	for (how = 0; how < LEAVE_N; how++)
+		TH_LOG("%s: came after the poller took %u of %u", leave_name[how], hit[how], n);
+	EXPECT_TRUE(vring_all_used_once(&self->d));
+	munmap(big, TEST_WEIGHT);
+	for (how = 0; how < LEAVE_N; how++) {
+		if (!hit[how])
+			SKIP(return, "%s never came while the poller was mid-ring",
+			     leave_name[how]);
+	}
+}
+
+/* A hostile driver makes a head available that cannot be taken (past
+ * the ring) and moves the avail index back and forth over it, with no
+ * kick: every stop sees new buffers. The vq must leave poll mode as an
+ * idle one does, not be kept polled for buffers nobody can take.
+ */
+TEST_F(poll, hostile_index_does_not_hold_the_poller)
+{
+	const unsigned int idle = 2, jiffy_us = 1000000 / hz();
+	const unsigned long long window_ms = jiffies_ms(25 * idle) + 20;
+	struct vp_vq_row sum;
+	unsigned long long t0;
+	__u16 base;
+	__u64 exits;
+	int polled, flips = 0;
+
+	if (variant->dev != VRING_TEST)
+		SKIP(return, "the hostile ring is driven on vhost-test");
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
+	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
+	vring_post_kicked(&self->d, 4 * RATE_LOW);
+	ASSERT_EQ(0, vring_drain(&self->d, STALL_MS));
+	ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	exits = sum.exits;
+
+	/* Slot base: a head no ring of RING entries has. */
+	base = self->d.avail_idx;
+	self->d.vr.avail->ring[base % self->d.num] = self->d.num + 7;
+	vr_wmb();
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", idle));
+	t0 = vp_now_ms();
+	while (vp_now_ms() - t0 < window_ms) {
+		__atomic_store_n(&self->d.vr.avail->idx, (__u16)(base + !(flips++ & 1)),
+				 __ATOMIC_RELEASE);
+		vp_sleep_us(jiffy_us / 4);
+	}
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	TH_LOG("%d flips of the avail index over %llu ms: %s, %llu exits",
+	       flips, window_ms, polled ? "still polled" : "notification mode",
+	       (unsigned long long)(sum.exits - exits));
+	EXPECT_EQ(0, polled);
+	EXPECT_LT(exits, sum.exits);
+	/* Back to the honest index: the ring is closed by the teardown. */
+	__atomic_store_n(&self->d.vr.avail->idx, base, __ATOMIC_RELEASE);
+}
+
 /* Tests with several drivers and teardown paths; vhost_poll loaded. */
 FIXTURE(teardown) {
 };
@@ -549,6 +722,367 @@ TEST_F(teardown, rmmod_mid_stream)
 		TH_LOG("driver status 0x%x (2 stalled, 3 buffers lost or doubled)", status);
 	}
 	EXPECT_FALSE(vp_loaded());
+}
+
+/* The counters file held open across rmmod, then closed. The module
+ * may refuse to unload while it is open (EAGAIN/EBUSY), or unload and
+ * leave a file that reads nothing and closes safely; nothing may run
+ * freed module code or data.
+ */
+TEST(debugfs_file_outlives_module)
+{
+	const char *why = setup_modules();
+	int kmsg, status;
+	pid_t pid;
+
+	if (why)
+		SKIP(return, "%s", why);
+	ASSERT_TRUE(vp_loaded());
+	kmsg = vp_kmsg_open();
+	ASSERT_LE(0, kmsg);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* A child: with the bug its close() oopses and kills it. */
+		char buf[256];
+		int fd = open(VP_DEBUGFS "vqs", O_RDONLY | O_CLOEXEC), ret;
+
+		if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+			_exit(10);
+		ret = vp_unload();
+		if (ret == -EAGAIN || ret == -EBUSY) {
+			close(fd);
+			_exit(vp_unload() ? 11 : 1);
+		}
+		if (ret)
+			_exit(12);
+		if (read(fd, buf, sizeof(buf)) > 0)
+			_exit(13);
+		_exit(close(fd) ? 14 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) <= 1) {
+		TH_LOG("reader status 0x%x (a signal: the close oopsed; 10-14: see the test)",
+		       status);
+	}
+	EXPECT_FALSE(vp_kmsg_has(kmsg, "BUG:", NULL)) {
+		TH_LOG("the kernel logged a BUG (page fault or KASAN) for the close");
+	}
+	EXPECT_FALSE(vp_loaded());
+	close(kmsg);
+}
+
+/*
+ * Move @d's ring and buffers to a shared mapping, so that a process
+ * forked later drives the same ring (vring_open()'s arena is private).
+ * 0 or -errno.
+ */
+static int share_ring(struct vring_drv *d)
+{
+	void *shm = mmap(NULL, d->arena_len, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int ret;
+
+	if (shm == MAP_FAILED)
+		return -errno;
+	ret = vring_run(d, 0);
+	if (!ret)
+		ret = vring_set_mem(d, shm, d->arena_len);
+	if (!ret)
+		ret = vring_place(d, shm);
+	if (!ret)
+		ret = vring_run(d, 1);
+	if (ret) {
+		munmap(shm, d->arena_len);
+		return ret;
+	}
+	munmap(d->arena, d->arena_len);
+	d->arena = shm;
+	d->bufs = (char *)shm + 2 * vring_ring_len(d->num);
+	return 0;
+}
+
+/* The owner is SIGKILLed while polled; a child it forked keeps the
+ * device and the (shared) ring. As upstream (vhost_worker_killed()), no
+ * handler runs again: the child's buffers stay unused, its kicks start
+ * nothing, and the vq leaves poll mode at once.
+ */
+TEST_F(teardown, killed_owner_runs_no_handler)
+{
+	const unsigned int quiet_ms = jiffies_ms(20) > 200 ? jiffies_ms(20) : 200;
+	int to_heir[2], from[2], status, polled;
+	struct vp_vq_row sum;
+	long used = -1;
+	__u64 enters;
+	pid_t owner;
+	char c;
+
+	FILE *f = fopen("/sys/module/vhost/parameters/fork_from_owner_default", "re");
+
+	/* Kthread workers outlive their owner, upstream runs their handlers. */
+	if (f && fgetc(f) == 'N') {
+		fclose(f);
+		SKIP(return, "vhost workers are kthreads (fork_from_owner_default=N)");
+	}
+	if (f)
+		fclose(f);
+	/* Without the fix the vq would stay polled this long. */
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
+	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
+	ASSERT_EQ(0, pipe(to_heir));
+	ASSERT_EQ(0, pipe(from));
+	owner = fork();
+	ASSERT_LE(0, owner);
+	if (!owner) {
+		struct vring_drv d;
+
+		if (vring_open(&d, RING, true, 1 << 16) || share_ring(&d))
+			_exit(1);
+		vring_post_kicked(&d, 4 * RATE_LOW);
+		if (vring_stream(&d, 2000, 1, STALL_MS))
+			_exit(2);
+		if (!fork()) {
+			/* The heir: same fd, eventfds and ring; outlives the owner. */
+			__u64 used0 = d.used;
+			long n;
+
+			if (write(from[1], "h", 1) != 1 || read(to_heir[0], &c, 1) != 1)
+				_exit(1);
+			vring_post_kicked(&d, 32);
+			vp_sleep_ms(quiet_ms);
+			vring_reap(&d);
+			n = d.used - used0;
+			if (write(from[1], &n, sizeof(n)) != sizeof(n))
+				_exit(1);
+			/* Keep the device open until told. */
+			_exit(read(to_heir[0], &c, 1) == 1 ? 0 : 1);
+		}
+		if (write(from[1], "o", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	ASSERT_EQ(1, read(from[0], &c, 1));
+	ASSERT_EQ(1, read(from[0], &c, 1));
+	ASSERT_TRUE(wait_polled(owner, 1, STALL_MS));
+	ASSERT_EQ(0, kill(owner, SIGKILL));
+	ASSERT_EQ(owner, waitpid(owner, &status, 0));
+	/* Handed back at the poller's next visit, not after poll_stop_idle. */
+	EXPECT_TRUE(wait_polled(owner, 0, 1000));
+	ASSERT_EQ(1, vp_vq_sum(owner, -1, &sum, &polled));
+	enters = sum.enters;
+
+	ASSERT_EQ(1, write(to_heir[1], "g", 1));
+	ASSERT_EQ(sizeof(used), read(from[0], &used, sizeof(used)));
+	EXPECT_EQ(0, used) {
+		TH_LOG("%ld of 32 buffers used after the owner was killed", used);
+	}
+	ASSERT_EQ(1, vp_vq_sum(owner, -1, &sum, &polled));
+	EXPECT_EQ(0, polled);
+	EXPECT_EQ(enters, sum.enters);
+	ASSERT_EQ(1, write(to_heir[1], "x", 1));
+	ASSERT_LT(0, waitpid(-1, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_EQ(0, vp_vq_sum(owner, -1, &sum, NULL));
+	EXPECT_TRUE(worker_settles(STALL_MS));
+}
+
+/* Pin task @tid (0: the caller) to CPU @cpu; 0 or -errno. */
+static int pin(pid_t tid, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(tid, sizeof(set), &set) ? -errno : 0;
+}
+
+/* The vhost worker thread of this process's only device, or -ENOENT. */
+static pid_t vhost_worker_tid(void)
+{
+	char comm[32];
+	int tid = -ENOENT;
+
+	snprintf(comm, sizeof(comm), "vhost-%d", getpid());
+	return vp_scan_comm("/proc/self/task", comm, &tid) == 1 ? tid : -ENOENT;
+}
+
+/*
+ * A polled vhost-net driver whose transmit queue
+ * busy-loops for @busy_us (VHOST_SET_VRING_BUSYLOOP_TIMEOUT), its vhost
+ * worker alone on CPU 1, this thread and the poller on CPU 0. A stray
+ * kick then makes the worker hold the queue's mutex for @busy_us while
+ * the poller runs. 0, -errno, or 0 with a reason to skip in *@why.
+ */
+static int busy_net_driver(struct vring_drv *d, unsigned int busy_us,
+			   const char **why)
+{
+	struct vhost_vring_state s = { .index = 1, .num = busy_us };
+	struct vp_worker w;
+	pid_t tid;
+	int ret;
+
+	*why = NULL;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		*why = "needs 2 CPUs: on one, the worker's busy loop yields to the poller (UML)";
+		return 0;
+	}
+	if (access("/dev/vhost-net", F_OK) || access("/dev/net/tun", F_OK)) {
+		*why = "no /dev/vhost-net or /dev/net/tun";
+		return 0;
+	}
+	ret = vring_open_dev(d, VRING_NET, RING, true, 1 << 20);
+	if (ret)
+		return ret;
+	if (ioctl(d->fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s))
+		return -errno;
+	tid = vhost_worker_tid();
+	if (tid < 0)
+		return tid;
+	if (vp_worker(&w))
+		return -EPROTO;
+	ret = pin(tid, 1);
+	if (!ret)
+		ret = pin(0, 0);
+	if (!ret)
+		ret = pin(w.pid, 0);
+	if (ret)
+		return ret;
+	vring_post_kicked(d, 4 * RATE_LOW);
+	ret = vring_stream(d, 2000, 1, STALL_MS);
+	if (ret)
+		return ret;
+	return wait_polled(getpid(), 1, STALL_MS) ? 0 : -EAGAIN;
+}
+
+/* A kick while the poller hands the vq back is a kick of a polled
+ * vq: it must not start polling again once the vq is in notification
+ * mode. The owner's worker, busy-looping with the queue's mutex, holds
+ * the poller in the hand-back (poll_start_rate=0) long enough to kick.
+ */
+TEST_F(teardown, kick_while_stopping_starts_nothing)
+{
+	const unsigned int jiffy_us = 1000000 / hz();
+	struct vp_worker w0, w1;
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	const char *why;
+	bool held = false;
+	__u64 enters = 0;
+	int polled, tries;
+
+	ASSERT_EQ(0, vp_param_set("poll_start_rate", 1));
+	ASSERT_EQ(0, busy_net_driver(&d, 20 * jiffy_us, &why));
+	if (why)
+		SKIP(return, "%s", why);
+	for (tries = 0; tries < 5 && !held; tries++) {
+		if (tries) {
+			/* The last try was inconclusive: get polled again. */
+			vring_post_kicked(&d, 4);
+			ASSERT_EQ(0, vring_drain(&d, STALL_MS));
+			ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+		}
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+		enters = sum.enters;
+		/* The worker busy-loops 20 jiffies with the mutex. */
+		vring_kick(&d);
+		vp_sleep_us(jiffy_us);
+		/* The poller hands the vq back and waits for the mutex. */
+		ASSERT_EQ(0, vp_param_set("poll_start_rate", 0));
+		vp_sleep_us(jiffy_us);
+		ASSERT_EQ(0, vp_param_set("poll_start_rate", 1));
+		ASSERT_EQ(0, vp_worker(&w0));
+		vp_sleep_us(jiffy_us / 4);
+		ASSERT_EQ(0, vp_worker(&w1));
+		/* Still counted polled, and no pass ends: stuck in the stop. */
+		held = w1.polled_vqs == 1 && w1.passes == w0.passes;
+		if (held)
+			vring_kick(&d);
+		/* Let the hand-back end: the busy loop, and one more. */
+		vp_sleep_us(45 * jiffy_us);
+	}
+	if (!held)
+		SKIP(return, "the worker's busy loop never held the poller");
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	TH_LOG("kicked in the hand-back after %d tries: %s, %llu new entries",
+	       tries, polled ? "polled" : "notification mode", sum.enters - enters);
+	EXPECT_EQ(0, polled);
+	EXPECT_EQ(enters, sum.enters);
+	ASSERT_EQ(0, vring_stream(&d, 100, 1, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
+/* A polled vhost-net queue with a busy-loop timeout (QEMU's poll-us) does
+ * not busy-loop in the shared thread: the poller polls it already. A
+ * polled vhost-test device next to it streams without waiting for it.
+ */
+TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
+{
+	/* The busy loop, and the longest a 100-buffer stream may take. */
+	const unsigned int busy_ms = 2000, bound_ms = 250;
+	struct vhost_vring_state s = { .num = busy_ms * 1000 };
+	unsigned long long t0, ms, worst = 0;
+	struct vring_drv net, test;
+	int i;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "needs 2 CPUs: on one, a wake-up ends the busy loop (UML)");
+	if (access("/dev/vhost-net", F_OK) || access("/dev/net/tun", F_OK))
+		SKIP(return, "no /dev/vhost-net or /dev/net/tun");
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
+	ASSERT_EQ(0, vring_open_dev(&net, VRING_NET, RING, true, 1 << 16));
+	s.index = net.index;
+	ASSERT_EQ(0, ioctl(net.fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s));
+	ASSERT_EQ(0, vring_open(&test, RING, true, 1 << 16));
+	vring_post_kicked(&net, 4 * RATE_LOW);
+	ASSERT_EQ(0, vring_drain(&net, STALL_MS));
+	vring_post_kicked(&test, 4 * RATE_LOW);
+	ASSERT_EQ(0, vring_drain(&test, STALL_MS));
+	ASSERT_TRUE(wait_polled(getpid(), 2, STALL_MS));
+
+	for (i = 0; i < 5; i++) {
+		/* One frame: the poller runs the net handler for it. */
+		ASSERT_EQ(1, vring_post(&net, 1));
+		t0 = vp_now_ms();
+		ASSERT_EQ(0, vring_stream(&test, 100, 1, STALL_MS));
+		ms = vp_now_ms() - t0;
+		if (ms > worst)
+			worst = ms;
+		ASSERT_EQ(0, vring_drain(&net, STALL_MS));
+	}
+	TH_LOG("next to a net queue with a %u ms busy loop: 100 buffers in at most %llu ms",
+	       busy_ms, worst);
+	EXPECT_GT(bound_ms, worst);
+	EXPECT_TRUE(vring_all_used_once(&net));
+	EXPECT_TRUE(vring_all_used_once(&test));
+	vring_close(&test);
+	vring_close(&net);
+}
+
+/* Polling is opt-in per vhost driver. vhost-vsock is never shown
+ * to the poller, whether opened while it is loaded or before; vhost-test
+ * is.
+ */
+TEST_F(teardown, only_opted_in_drivers_attach)
+{
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	int fd;
+
+	if (access("/dev/vhost-vsock", F_OK))
+		SKIP(return, "no /dev/vhost-vsock (CONFIG_VHOST_VSOCK)");
+	fd = open("/dev/vhost-vsock", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ioctl(fd, VHOST_SET_OWNER, NULL));
+	EXPECT_EQ(0, vp_vq_sum(getpid(), -1, &sum, NULL));
+	ASSERT_EQ(0, vp_unload());
+	ASSERT_EQ(0, vp_load("poll_start_rate=4 poll_stop_idle=2"));
+	EXPECT_EQ(0, vp_vq_sum(getpid(), -1, &sum, NULL));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 10));
+	EXPECT_EQ(1, vp_vq_sum(getpid(), -1, &sum, NULL));
+	vring_close(&d);
+	close(fd);
 }
 
 TEST_HARNESS_MAIN
