@@ -443,9 +443,16 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
         // pauses and the idle clock runs on. Once idle, the vq leaves poll
         // mode at the next visit that gets the mutex; this one does not
         // wait for it.
-        Err(_) => {
+        Err(err) if err == EBUSY => {
             c.empty_polls.fetch_add(1, Relaxed);
             e.idle.empty();
+            return false;
+        }
+        // The ring cannot be read (an index moved past the ring, memory
+        // gone): vhost leaves such a ring until the next kick, and so does
+        // the poller, rather than meet the error at every visit.
+        Err(_) => {
+            stop(shared, e, mm, false);
             return false;
         }
     };
