@@ -430,13 +430,6 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
         // SAFETY: As in `start`.
         Ok(true) => (unsafe { e.vq.vq.run(mmu) }) > 0,
         Ok(false) => false,
-        // Its owner was killed: as upstream, none of its handlers runs
-        // again. Hand it back; vhost neither starts it again nor passes
-        // its kicks on.
-        Err(err) if err == ENODEV => {
-            stop(shared, e, mm, false);
-            return false;
-        }
         // Its mutex is held: someone else (its own worker after a stray
         // kick, an ioctl, a handler blocked in a fault) has the ring. That
         // is no work the poller found: an empty visit, so that the pass
@@ -448,9 +441,11 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
             e.idle.empty();
             return false;
         }
-        // The ring cannot be read (an index moved past the ring, memory
-        // gone): vhost leaves such a ring until the next kick, and so does
-        // the poller, rather than meet the error at every visit.
+        // Its owner was killed (`ENODEV`: as upstream, none of its handlers
+        // runs again, and vhost neither starts it again nor passes its
+        // kicks on), or its ring cannot be read (an index moved past the
+        // ring, memory gone: vhost leaves such a ring until the next kick).
+        // Hand it back rather than meet the error at every visit.
         Err(_) => {
             stop(shared, e, mm, false);
             return false;

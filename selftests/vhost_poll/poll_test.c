@@ -66,6 +66,22 @@ static bool wait_polled(int pid, int want, unsigned int ms)
 	return false;
 }
 
+/*
+ * Get @d's vq polled and keep it so for 10 s of idleness, however slow
+ * the machine: rate RATE_LOW, kicks that reach it, the buffers used.
+ * 0, or -ETIMEDOUT.
+ */
+static int poll_for_long(struct vring_drv *d)
+{
+	if (vp_param_set("poll_stop_idle", 10 * hz()) ||
+	    vp_param_set("poll_start_rate", RATE_LOW))
+		return -EINVAL;
+	vring_post_kicked(d, 4 * RATE_LOW);
+	if (vring_drain(d, STALL_MS))
+		return -ETIMEDOUT;
+	return wait_polled(getpid(), 1, STALL_MS) ? 0 : -ETIMEDOUT;
+}
+
 FIXTURE(poll) {
 	struct vring_drv d;
 };
@@ -381,18 +397,14 @@ TEST_F(poll, leaving_on_request_strands_nothing)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, big);
 	ASSERT_EQ(0, set_mem_with(&self->d, big, TEST_WEIGHT));
-	/* Polled until asked to leave, however slow the machine. */
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
 
 	for (how = 0; how < LEAVE_N; how++) {
 		for (tries = 0; tries < 30 && !hit[how]; tries++) {
 			__u64 used0;
 			unsigned int taken;
 
-			ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
-			vring_post_kicked(&self->d, 4 * RATE_LOW);
-			ASSERT_EQ(0, vring_drain(&self->d, STALL_MS));
-			ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+			/* Polled until asked to leave. */
+			ASSERT_EQ(0, poll_for_long(&self->d));
 			used0 = self->d.used;
 			n = post_big(&self->d, burst, big, TEST_WEIGHT);
 			ASSERT_EQ(burst, n);
@@ -438,11 +450,7 @@ TEST_F(poll, hostile_index_does_not_hold_the_poller)
 
 	if (variant->dev != VRING_TEST)
 		SKIP(return, "the hostile ring is driven on vhost-test");
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
-	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
-	vring_post_kicked(&self->d, 4 * RATE_LOW);
-	ASSERT_EQ(0, vring_drain(&self->d, STALL_MS));
-	ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+	ASSERT_EQ(0, poll_for_long(&self->d));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	exits = sum.exits;
 
@@ -481,11 +489,7 @@ TEST_F(poll, unreadable_ring_is_handed_back)
 
 	if (variant->dev != VRING_TEST)
 		SKIP(return, "the broken ring is driven on vhost-test");
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
-	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
-	vring_post_kicked(&self->d, 4 * RATE_LOW);
-	ASSERT_EQ(0, vring_drain(&self->d, STALL_MS));
-	ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+	ASSERT_EQ(0, poll_for_long(&self->d));
 
 	base = self->d.avail_idx;
 	__atomic_store_n(&self->d.vr.avail->idx, (__u16)(base + self->d.num + 5),
