@@ -356,11 +356,10 @@ fn start(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) {
     shared.counters.polled_vqs.fetch_add(1, Relaxed);
 }
 
-/// Returns `e` to notification mode. With `keep_if_racing`, a vq whose
-/// driver made buffers available while notifications were being turned
-/// back on stays in poll mode (nobody would kick for them) if a handler
-/// run takes some of them now; otherwise the handler takes them now, in
-/// notification mode.
+/// Returns `e` to notification mode, and runs its handler once there.
+/// With `keep_if_racing`, a vq whose driver made buffers available while
+/// notifications were being turned back on stays in poll mode instead
+/// (nobody would kick for them), if a handler run takes some of them now.
 fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: bool) {
     if !e.polled {
         return;
@@ -377,15 +376,11 @@ fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: b
         // No owner any more: the ring is gone with it.
         None => false,
     };
-    // SAFETY: As in `start`; `raced` implies the vq has an address space.
-    let mmu = match (raced, unsafe { mm.enter(&e.vq) }) {
-        (true, Some(mmu)) => Some(mmu),
-        _ => None,
-    };
-    let mut run_now = mmu.is_some();
-    if let Some(mmu) = mmu {
+    // SAFETY: As in `start`. `None` when the owner, and the ring, are gone.
+    let mmu = unsafe { mm.enter(&e.vq) };
+    if let (true, true, Some(mmu)) = (raced, keep_if_racing, mmu) {
         // SAFETY: As in `start`.
-        if keep_if_racing && unsafe { e.vq.vq.start(mmu) }.is_ok() {
+        if unsafe { e.vq.vq.start(mmu) }.is_ok() {
             // Polling goes on only for buffers a handler takes now. A ring
             // whose buffers cannot be taken (an invalid head, an index a
             // hostile driver moves back and forth) would otherwise be kept
@@ -395,15 +390,21 @@ fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: b
                 e.idle.work(now());
                 return;
             }
-            // SAFETY: As in `start`. What it reports is handled below, in
-            // notification mode, as upstream handles it: once, then on
-            // the next kick.
-            run_now = unsafe { e.vq.vq.stop(mmu) };
+            // SAFETY: As in `start`. Whatever it reports, the run below
+            // handles it, in notification mode, as upstream would: once,
+            // then on the next kick.
+            let _ = unsafe { e.vq.vq.stop(mmu) };
         }
     }
     // Kicks from here on are notifications, and count toward a start.
     e.vq.polled.store(false, Relaxed);
-    if let (true, Some(mmu)) = (run_now, mmu) {
+    // One handler run in notification mode, whatever the stop reported. It
+    // takes buffers that slipped in, or that a run stopped at the device's
+    // weight left (a polled ring is not requeued at the weight), and it
+    // re-arms what such a run left disarmed: vhost-net's receive socket
+    // wake-up, which only a handler that drains the socket turns back on.
+    // On an empty ring it does nothing, at the cost of a mutex.
+    if let Some(mmu) = mmu {
         // SAFETY: As in `start`.
         unsafe { e.vq.vq.run(mmu) };
     }
