@@ -369,15 +369,10 @@ fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: b
     // does not count toward the next start. Cleared here, such a kick
     // could set `want_poll`, which a kept vq would carry to its next real
     // exit and start polling again at once, with no new kick.
-    // SAFETY: As in `start`.
-    let raced = match unsafe { mm.enter(&e.vq) } {
-        // SAFETY: As in `start`.
-        Some(mmu) => unsafe { e.vq.vq.stop(mmu) },
-        // No owner any more: the ring is gone with it.
-        None => false,
-    };
     // SAFETY: As in `start`. `None` when the owner, and the ring, are gone.
     let mmu = unsafe { mm.enter(&e.vq) };
+    // SAFETY: As in `start`.
+    let raced = mmu.is_some_and(|mmu| unsafe { e.vq.vq.stop(mmu) });
     if let (true, true, Some(mmu)) = (raced, keep_if_racing, mmu) {
         // SAFETY: As in `start`.
         if unsafe { e.vq.vq.start(mmu) }.is_ok() {

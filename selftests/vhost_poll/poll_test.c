@@ -378,6 +378,17 @@ static int leave_poll_mode(struct vring_drv *d, enum leave_request how, void *bi
 	}
 }
 
+/*
+ * Give the poller 20 us to 2.5 ms, by @try, to take some of what @d made
+ * available since it had used @used0; returns how many it took.
+ */
+static unsigned int poller_takes(struct vring_drv *d, unsigned int try, __u64 used0)
+{
+	vp_sleep_us(20 << (try % 8));
+	vring_reap(d);
+	return d->used - used0;
+}
+
 /* Buffers a polled vq's handler saw but did not take when the vq
  * leaves poll mode on request (a vring ioctl such as QEMU's
  * SET_VRING_CALL on an MSI-X mask, a memory table, the rate set to 0) are
@@ -408,10 +419,7 @@ TEST_F(poll, leaving_on_request_strands_nothing)
 			used0 = self->d.used;
 			n = post_big(&self->d, burst, big, TEST_WEIGHT);
 			ASSERT_EQ(burst, n);
-			/* Let the poller take some, not all: 20 us to 2.5 ms. */
-			vp_sleep_us(20 << (tries % 8));
-			vring_reap(&self->d);
-			taken = self->d.used - used0;
+			taken = poller_takes(&self->d, tries, used0);
 			ASSERT_EQ(0, leave_poll_mode(&self->d, how, big, TEST_WEIGHT));
 			ASSERT_EQ(0, vring_drain(&self->d, STALL_MS)) {
 				TH_LOG("%s after the poller took %u of %u: %llu never used",
@@ -1026,7 +1034,6 @@ TEST_F(teardown, net_tx_leaving_on_request_strands_nothing)
 		SKIP(return, "no /dev/vhost-net or /dev/net/tun");
 	ASSERT_EQ(0, vring_open_dev(&d, VRING_NET, NUM, true, 1 << 16));
 	for (tries = 0; tries < 30 && !hit; tries++) {
-		struct vhost_vring_file f = { .index = d.index, .fd = d.call };
 		unsigned int taken;
 		__u64 used0;
 
@@ -1034,10 +1041,8 @@ TEST_F(teardown, net_tx_leaving_on_request_strands_nothing)
 		used0 = d.used;
 		n = vring_post(&d, FRAMES);
 		ASSERT_EQ(FRAMES, n);
-		vp_sleep_us(20 << (tries % 8));
-		vring_reap(&d);
-		taken = d.used - used0;
-		ASSERT_EQ(0, ioctl(d.fd, VHOST_SET_VRING_CALL, &f));
+		taken = poller_takes(&d, tries, used0);
+		ASSERT_EQ(0, leave_poll_mode(&d, LEAVE_SET_VRING_CALL, NULL, 0));
 		ASSERT_EQ(0, vring_drain(&d, STALL_MS)) {
 			TH_LOG("SET_VRING_CALL after the poller sent %u of %u: %llu never sent",
 			       taken, n, (unsigned long long)(d.posted - d.used));
