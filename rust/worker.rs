@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The shared worker: one kernel thread, `vhost-poll`, that polls the
-//! virtqueues of all devices in poll mode, round robin.
+//! The shared worker: one kernel thread, `vhost-poll`, that watches the
+//! rings of the virtqueues of all devices in poll mode, round robin.
 //!
-//! All changes of mode happen in the worker, in the owner's address space:
-//! entering poll mode when a kick reached the rate, leaving it when idle,
-//! and handing a vq back when vhost asks (quiesce, detach). Other threads
-//! post requests and wait for the worker to serve them.
+//! The worker runs no handler. When a ring has buffers it queues the
+//! vq's kick handler to the vq's own vhost worker, as a kick would; its
+//! starts and stops are carried out by that worker too. So nothing an
+//! owner does to its rings, its memory or its vq mutex (a fault that does
+//! not resolve, a blocked ioctl, a busy loop) holds the shared thread up:
+//! it holds up that owner's own worker, as it would without polling. See
+//! "Isolation and trust" in Documentation/design.rst.
 //!
 //! Locking: `inner` is held by the worker for each step (serving requests,
-//! one visit of one vq) and released between steps. A visit runs the vq's
-//! handler, which takes the vq's mutex: the order is `inner`, then vq
-//! mutex. vhost calls quiesce and detach without the vq mutex held.
+//! one visit of one vq) and released between steps. No step sleeps or
+//! waits: a visit only tries the vq's mutex and reads the ring with page
+//! faults off. So vhost's detach, which waits for the worker to let a vq
+//! go (under the mutex every vhost open and close takes), waits for one
+//! short step at most. Kicks and quiesce take no lock.
 
 use crate::policy::{Idle, RoundRobin};
 use crate::vq::{VqCounters, VqState};
@@ -44,8 +49,7 @@ struct Entry {
     /// In poll mode (the worker's view; `vq.polled` mirrors it for kicks).
     polled: bool,
     idle: Idle,
-    /// vhost asked for the vq back (quiesce) or for it to be forgotten.
-    quiesce: bool,
+    /// vhost asked for the vq to be forgotten.
     detach: bool,
 }
 
@@ -144,41 +148,12 @@ impl Shared {
         }
     }
 
-    /// Calls `f` for each virtqueue, in table order, under the lock.
+    /// Calls `f` for each virtqueue, in table order, under the lock, with
+    /// whether it is polled (not if vhost took it back meanwhile).
     pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool)) {
         let inner = self.inner.lock();
         for e in inner.entries.as_slice().iter().flatten() {
-            f(&e.vq, e.polled);
-        }
-    }
-
-    /// Has the worker serve the request `mark` puts on the entry of `vq`,
-    /// and waits for it; `fast` handles it here when it needs neither the
-    /// worker nor the address space.
-    fn request(
-        &self,
-        vq: &VqState,
-        mark: impl Fn(&mut Entry),
-        done: impl Fn(&Entry) -> bool,
-        fast: impl FnOnce(&mut Inner, usize) -> bool,
-    ) {
-        let mut inner = self.inner.lock();
-        let Some(i) = inner.find(vq) else { return };
-        if fast(&mut inner, i) {
-            return;
-        }
-        if let Some(e) = inner.entries.as_mut_slice()[i].as_mut() {
-            mark(e);
-        }
-        self.wake();
-        loop {
-            match inner.find(vq) {
-                Some(i) => match inner.entries.as_slice()[i].as_ref() {
-                    Some(e) if !done(e) => self.served.wait(&mut inner),
-                    _ => return,
-                },
-                None => return,
-            }
+            f(&e.vq, e.polled && e.vq.polled.load(Relaxed));
         }
     }
 }
@@ -223,7 +198,6 @@ impl Poller for Shared {
             vq: state.clone(),
             polled: false,
             idle: Idle::new(now()),
-            quiesce: false,
             detach: false,
         };
         // Reuse a free slot before growing the table.
@@ -250,43 +224,38 @@ impl Poller for Shared {
     }
 
     fn quiesce(data: ArcBorrow<'_, VqState>) {
-        let shared = &data.shared;
-        shared.request(
-            &data,
-            |e| e.quiesce = true,
-            |e| !e.quiesce,
-            |inner, i| {
-                let Some(e) = inner.entries.as_mut_slice()[i].as_mut() else {
-                    return true;
-                };
-                // A vq in notification mode is already as vhost wants it;
-                // it must not enter poll mode from a kick counted before.
-                data.want_poll.store(false, Relaxed);
-                !e.polled
-            },
-        );
+        // vhost took the vq back already: from now on its kicks are
+        // notifications, and count toward a start; those counted before
+        // must not start polling again. The worker settles its own books
+        // at its next step (`serve`, `visit`).
+        data.polled.store(false, Relaxed);
+        data.want_poll.store(false, Relaxed);
     }
 
     fn detach(data: ArcBorrow<'_, VqState>) {
         let shared = &data.shared;
-        shared.request(
-            &data,
-            |e| e.detach = true,
-            |_| false,
-            |inner, i| {
-                let slot = &mut inner.entries.as_mut_slice()[i];
-                let polled = slot.as_ref().is_some_and(|e| e.polled);
-                // SAFETY: vhost is detaching the vq: it is still alive.
-                let mm = unsafe { data.vq.mm() }.map_or(0, |mm| mm.as_ptr() as usize);
-                // The worker must hand the vq back, or stop using the
-                // address space vhost is about to release.
-                if polled || (mm != 0 && shared.worker_mm.load(Acquire) == mm) {
-                    return false;
-                }
-                *slot = None;
-                true
-            },
-        );
+        let mut inner = shared.inner.lock();
+        let Some(i) = inner.find(&data) else { return };
+        if let Some(e) = inner.entries.as_mut_slice()[i].as_mut() {
+            // vhost takes the vq out of poll mode itself; this keeps the
+            // counters right.
+            stop(shared, e);
+        }
+        // SAFETY: vhost is detaching the vq: it is still alive.
+        let mm = unsafe { data.vq.mm() }.map_or(0, |mm| mm.as_ptr() as usize);
+        if mm == 0 || shared.worker_mm.load(Acquire) != mm {
+            inner.entries.as_mut_slice()[i] = None;
+            return;
+        }
+        // The worker is in the address space vhost is about to release:
+        // it leaves it at its next step, which neither sleeps nor waits.
+        if let Some(e) = inner.entries.as_mut_slice()[i].as_mut() {
+            e.detach = true;
+        }
+        shared.wake();
+        while inner.find(&data).is_some() {
+            shared.served.wait(&mut inner);
+        }
     }
 }
 
@@ -334,15 +303,10 @@ impl<'a> MmCursor<'a> {
     }
 }
 
-/// Puts `e` in poll mode, if its ring is running and the rate is on.
-fn start(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) {
-    // SAFETY: `e` is in the table, so attached; the worker leaves the
-    // address space before acknowledging a detach (`serve`).
-    let Some(mmu) = (unsafe { mm.enter(&e.vq) }) else {
-        return;
-    };
-    // SAFETY: As above; `mmu` is the vq's address space.
-    if unsafe { e.vq.vq.start(mmu) }.is_err() {
+/// Puts `e` in poll mode: its own worker turns notifications off.
+fn start(shared: &Shared, e: &mut Entry) {
+    // SAFETY: `e` is in the table, so attached: detach removes it first.
+    if unsafe { e.vq.vq.start() }.is_err() {
         return;
     }
     e.polled = true;
@@ -356,110 +320,74 @@ fn start(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) {
     shared.counters.polled_vqs.fetch_add(1, Relaxed);
 }
 
-/// Returns `e` to notification mode, and runs its handler once there.
-/// With `keep_if_racing`, a vq whose driver made buffers available while
-/// notifications were being turned back on stays in poll mode instead
-/// (nobody would kick for them), if a handler run takes some of them now.
-fn stop(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>, keep_if_racing: bool) {
+/// Returns `e` to notification mode. Its own worker turns notifications
+/// back on and runs its handler once, for what came in while they were off
+/// (the classic race) and what a run left; vhost does the same when it
+/// takes a vq back (quiesce, detach), and then this only settles the books.
+fn stop(shared: &Shared, e: &mut Entry) {
     if !e.polled {
         return;
     }
-    // `vq.polled` stays set until the vq leaves poll mode for good: a kick
-    // meanwhile (a driver may always kick) is a kick of a polled vq and
-    // does not count toward the next start. Cleared here, such a kick
-    // could set `want_poll`, which a kept vq would carry to its next real
-    // exit and start polling again at once, with no new kick.
-    // SAFETY: As in `start`. `None` when the owner, and the ring, are gone.
-    let mmu = unsafe { mm.enter(&e.vq) };
     // SAFETY: As in `start`.
-    let raced = mmu.is_some_and(|mmu| unsafe { e.vq.vq.stop(mmu) });
-    if let (true, true, Some(mmu)) = (raced, keep_if_racing, mmu) {
-        // SAFETY: As in `start`.
-        if unsafe { e.vq.vq.start(mmu) }.is_ok() {
-            // Polling goes on only for buffers a handler takes now. A ring
-            // whose buffers cannot be taken (an invalid head, an index a
-            // hostile driver moves back and forth) would otherwise be kept
-            // at every stop, and the thread would never sleep.
-            // SAFETY: As in `start`.
-            if unsafe { e.vq.vq.run(mmu) } > 0 {
-                e.idle.work(now());
-                return;
-            }
-            // SAFETY: As in `start`. Whatever it reports, the run below
-            // handles it, in notification mode, as upstream would: once,
-            // then on the next kick.
-            let _ = unsafe { e.vq.vq.stop(mmu) };
-        }
-    }
+    unsafe { e.vq.vq.stop() };
     // Kicks from here on are notifications, and count toward a start.
+    // Until now they were kicks of a polled vq, which count for nothing.
     e.vq.polled.store(false, Relaxed);
-    // One handler run in notification mode, whatever the stop reported. It
-    // takes buffers that slipped in, or that a run stopped at the device's
-    // weight left (a polled ring is not requeued at the weight), and it
-    // re-arms what such a run left disarmed: vhost-net's receive socket
-    // wake-up, which only a handler that drains the socket turns back on.
-    // On an empty ring it does nothing, at the cost of a mutex.
-    if let Some(mmu) = mmu {
-        // SAFETY: As in `start`.
-        unsafe { e.vq.vq.run(mmu) };
-    }
     e.polled = false;
     e.vq.counters.exits.fetch_add(1, Relaxed);
     shared.counters.polled_vqs.fetch_sub(1, Relaxed);
 }
 
-/// Visits polled `e` once: runs its handler if its ring has buffers,
-/// and returns it to notification mode when idle long enough or when
-/// polling was switched off. Returns whether it found work.
+/// Visits polled `e` once: queues its handler if its ring has buffers,
+/// and returns it to notification mode when idle long enough, when
+/// polling was switched off, or when vhost took it back. Returns whether
+/// its handlers took buffers since the last visit.
 fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
-    if crate::module_parameters::poll_start_rate.get() == 0 {
-        stop(shared, e, mm, false);
+    // Switched off, or taken back by vhost (quiesce).
+    if crate::module_parameters::poll_start_rate.get() == 0 || !e.vq.polled.load(Relaxed) {
+        stop(shared, e);
         return false;
     }
-    // SAFETY: As in `start`.
+    // SAFETY: As in `start`; the worker leaves the address space before
+    // acknowledging a detach (`serve`).
     let Some(mmu) = (unsafe { mm.enter(&e.vq) }) else {
+        // No owner, so no ring: nothing to poll.
+        stop(shared, e);
         return false;
     };
     let c = &e.vq.counters;
-    // SAFETY: As in `start`.
-    let found = match unsafe { e.vq.vq.has_work(mmu) } {
-        // SAFETY: As in `start`.
-        Ok(true) => (unsafe { e.vq.vq.run(mmu) }) > 0,
-        Ok(false) => false,
-        // Its mutex is held: someone else (its own worker after a stray
-        // kick, an ioctl, a handler blocked in a fault) has the ring. That
-        // is no work the poller found: an empty visit, so that the pass
-        // pauses and the idle clock runs on. Once idle, the vq leaves poll
-        // mode at the next visit that gets the mutex; this one does not
-        // wait for it.
-        Err(err) if err == EBUSY => {
-            c.empty_polls.fetch_add(1, Relaxed);
-            e.idle.empty();
-            return false;
-        }
-        // Its owner was killed (`ENODEV`: as upstream, none of its handlers
-        // runs again, and vhost neither starts it again nor passes its
-        // kicks on), or its ring cannot be read (an index moved past the
-        // ring, memory gone: vhost leaves such a ring until the next kick).
-        // Hand it back rather than meet the error at every visit.
+    // SAFETY: As above; `mmu` is the vq's address space.
+    let taken = match unsafe { e.vq.vq.poll(mmu) } {
+        // Work is buffers taken, not buffers seen: a hostile driver can
+        // show buffers nobody can take (an invalid head) at every visit.
+        Ok(polled) => polled.taken,
+        // Its mutex is held: its handler runs (queued by us or by a kick),
+        // or an ioctl, or a handler blocked in a fault has it. Try at the
+        // next visit, and count this one as empty: if the mutex stays held,
+        // the pass pauses and the vq leaves poll mode once idle.
+        Err(err) if err == EBUSY => 0,
+        // vhost took the vq back (quiesce), its owner was killed (vhost
+        // runs none of its handlers again), or its ring cannot be read now
+        // without a fault: hand it back. A handler run in its own worker
+        // meets the fault or the error, once, as after a kick.
         Err(_) => {
-            stop(shared, e, mm, false);
+            stop(shared, e);
             return false;
         }
     };
-    if found {
+    if taken > 0 {
         c.poll_work.fetch_add(1, Relaxed);
         e.idle.work(now());
-    } else {
-        c.empty_polls.fetch_add(1, Relaxed);
-        e.idle.empty();
-        if e.idle
-            .stops(now(), crate::module_parameters::poll_stop_idle.get())
-        {
-            stop(shared, e, mm, true);
-        }
+        return true;
     }
-    found
+    c.empty_polls.fetch_add(1, Relaxed);
+    e.idle.empty();
+    if e.idle
+        .stops(now(), crate::module_parameters::poll_stop_idle.get())
+    {
+        stop(shared, e);
+    }
+    false
 }
 
 impl Shared {
@@ -479,18 +407,20 @@ impl Shared {
         let mut served = false;
         for slot in inner.entries.as_mut_slice() {
             let Some(e) = slot else { continue };
-            if e.quiesce || e.detach {
-                stop(self, e, mm, false);
-                e.vq.want_poll.store(false, Relaxed);
-                e.quiesce = false;
+            if e.detach {
+                stop(self, e);
                 served = true;
-                if e.detach {
-                    // vhost may release the address space once we answer.
-                    mm.leave();
-                    *slot = None;
+                // vhost may release the address space once we answer.
+                mm.leave();
+                *slot = None;
+            } else {
+                if e.polled && !e.vq.polled.load(Relaxed) {
+                    // vhost took it back (quiesce): settle the books.
+                    stop(self, e);
                 }
-            } else if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
-                start(self, e, mm);
+                if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
+                    start(self, e);
+                }
             }
         }
         if served {
@@ -502,7 +432,7 @@ impl Shared {
     fn stop_all(&self, mm: &mut MmCursor<'_>) {
         let mut inner = self.inner.lock();
         for e in inner.entries.as_mut_slice().iter_mut().flatten() {
-            stop(self, e, mm, false);
+            stop(self, e);
         }
         mm.leave();
     }

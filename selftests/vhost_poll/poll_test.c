@@ -6,8 +6,11 @@
  * notification and poll mode. Every test checks that every buffer was
  * used exactly once.
  */
+#include <linux/userfaultfd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include "vhost_poll.h"
@@ -379,27 +382,29 @@ static int leave_poll_mode(struct vring_drv *d, enum leave_request how, void *bi
 }
 
 /*
- * Give the poller 20 us to 2.5 ms, by @try, to take some of what @d made
- * available since it had used @used0; returns how many it took.
+ * Give the poller nothing, or 20 us to 2.5 ms, by @try, to take some of
+ * what @d made available since it had used @used0; returns how many it
+ * took.
  */
 static unsigned int poller_takes(struct vring_drv *d, unsigned int try, __u64 used0)
 {
-	vp_sleep_us(20 << (try % 8));
+	if (try % 9)
+		vp_sleep_us(20 << (try % 9 - 1));
 	vring_reap(d);
 	return d->used - used0;
 }
 
-/* Buffers a polled vq's handler saw but did not take when the vq
- * leaves poll mode on request (a vring ioctl such as QEMU's
- * SET_VRING_CALL on an MSI-X mask, a memory table, the rate set to 0) are
- * handled then, with no further kick. Each buffer is one byte weight, so
- * one handler run takes one: the poller has read the ring's index at its
- * first visit and takes one buffer a visit after it.
+/* Buffers a polled vq's driver made available and its handler has not
+ * taken yet when the vq leaves poll mode on request (a vring ioctl such as
+ * QEMU's SET_VRING_CALL on an MSI-X mask, a memory table, the rate set to
+ * 0) are handled then, with no further kick. Each buffer is one byte
+ * weight, so one handler run takes one: the leave comes between runs, or
+ * before the first.
  */
 TEST_F(poll, leaving_on_request_strands_nothing)
 {
 	const unsigned int burst = RING - 6;
-	unsigned int hit[LEAVE_N] = { 0 }, how, tries, n;
+	unsigned int hit[LEAVE_N] = { 0 }, took[LEAVE_N] = { 0 }, how, tries, n;
 	void *big;
 
 	if (variant->dev != VRING_TEST)
@@ -426,17 +431,19 @@ TEST_F(poll, leaving_on_request_strands_nothing)
 				       leave_name[how], taken, n,
 				       (unsigned long long)(self->d.posted - self->d.used));
 			}
-			if (taken && taken < n)
-				hit[how] = taken;
+			if (taken < n) {
+				hit[how] = 1;
+				took[how] = taken;
+			}
 		}
 	}
 	for (how = 0; how < LEAVE_N; how++)
-		TH_LOG("%s: came after the poller took %u of %u", leave_name[how], hit[how], n);
+		TH_LOG("%s: came after the poller took %u of %u", leave_name[how], took[how], n);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
 	munmap(big, TEST_WEIGHT);
 	for (how = 0; how < LEAVE_N; how++) {
 		if (!hit[how])
-			SKIP(return, "%s never came while the poller was mid-ring",
+			SKIP(return, "%s never came before the ring was drained",
 			     leave_name[how]);
 	}
 }
@@ -937,8 +944,8 @@ TEST_F(teardown, killed_owner_runs_no_handler)
 }
 
 /* A polled vhost-net queue with a busy-loop timeout (QEMU's poll-us) does
- * not busy-loop in the shared thread: the poller polls it already. A
- * polled vhost-test device next to it streams without waiting for it.
+ * not busy-loop in the shared thread: its handler runs in its own worker.
+ * A polled vhost-test device next to it streams without waiting for it.
  */
 TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
 {
@@ -965,7 +972,7 @@ TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
 	ASSERT_TRUE(wait_polled(getpid(), 2, STALL_MS));
 
 	for (i = 0; i < 5; i++) {
-		/* One frame: the poller runs the net handler for it. */
+		/* One frame: the poller queues the net handler for it. */
 		ASSERT_EQ(1, vring_post(&net, 1));
 		t0 = vp_now_ms();
 		ASSERT_EQ(0, vring_stream(&test, 100, 1, STALL_MS));
@@ -981,6 +988,255 @@ TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
 	EXPECT_TRUE(vring_all_used_once(&test));
 	vring_close(&test);
 	vring_close(&net);
+}
+
+/* How an owner gets stuck on ring memory whose fault does not resolve. */
+enum stuck_how {
+	/* Its handler reads an indirect descriptor table not there yet. */
+	STUCK_IN_HANDLER,
+	/* Its GET_VRING_BASE writes its answer to a page not there yet, with
+	 * the vq mutex held, while its driver kicks past the rate.
+	 */
+	STUCK_IN_IOCTL,
+};
+
+/* A page registered with @uffd for missing-page faults, after one that is
+ * not; or MAP_FAILED.
+ */
+static char *uffd_page(int uffd)
+{
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	char *p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return p;
+	p[0] = 1;
+	reg.range.start = (uintptr_t)p + 4096;
+	reg.range.len = 4096;
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg)) {
+		munmap(p, 2 * 4096);
+		return MAP_FAILED;
+	}
+	return p + 4096;
+}
+
+/* Wait up to @ms for a fault on @uffd; 0 or -errno. */
+static int uffd_fault(int uffd, int ms)
+{
+	struct pollfd p = { .fd = uffd, .events = POLLIN };
+	struct uffd_msg msg;
+
+	if (poll(&p, 1, ms) <= 0)
+		return -ETIMEDOUT;
+	if (read(uffd, &msg, sizeof(msg)) != sizeof(msg))
+		return -errno;
+	return msg.event == UFFD_EVENT_PAGEFAULT ? 0 : -EPROTO;
+}
+
+struct stuck_ioctl {
+	struct vring_drv *d;
+	struct vhost_vring_state *arg;
+	int ret;
+};
+
+static void *get_base_thread(void *arg)
+{
+	struct stuck_ioctl *s = arg;
+
+	s->ret = ioctl(s->d->fd, VHOST_GET_VRING_BASE, s->arg) ? -errno : 0;
+	return NULL;
+}
+
+/*
+ * The stuck owner, a process of its own: gets its ring polled, then stuck
+ * as @how says on a page of a userfaultfd nobody serves; says 's' on @out
+ * once the kernel waits on that page, then waits for a byte on @in, fills
+ * the page in and checks that its device completes. Exit status 0 if it
+ * did.
+ */
+static int stuck_owner(enum stuck_how how, int in, int out)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_copy copy = { .len = 4096 };
+	struct stuck_ioctl s = { 0 };
+	struct vring_drv d;
+	pthread_t t;
+	int uffd, i;
+	char c, *page, *src;
+	__u16 head;
+
+	uffd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api))
+		return 10;
+	page = uffd_page(uffd);
+	src = calloc(1, 4096);
+	if (page == MAP_FAILED || !src)
+		return 11;
+	if (vring_open(&d, RING, true, 1 << 16) || set_mem_with(&d, page, 4096))
+		return 12;
+	if (poll_for_long(&d))
+		return 13;
+	if (how == STUCK_IN_HANDLER) {
+		struct vring_desc *ind = (struct vring_desc *)src;
+
+		/* One buffer: an indirect table (in @src until filled in). */
+		head = d.free[--d.nfree];
+		d.seq_of[head] = ++d.posted;
+		d.vr.desc[head].addr = (uintptr_t)page;
+		d.vr.desc[head].len = sizeof(*ind);
+		d.vr.desc[head].flags = VRING_DESC_F_INDIRECT;
+		ind->addr = (uintptr_t)(d.bufs + (size_t)head * VR_BUF_SIZE);
+		ind->len = VR_BUF_SIZE;
+		d.vr.avail->ring[d.avail_idx++ % d.num] = head;
+		vr_wmb();
+		__atomic_store_n(&d.vr.avail->idx, d.avail_idx, __ATOMIC_RELEASE);
+		if (uffd_fault(uffd, STALL_MS))
+			return 14;
+	} else {
+		/* The index is readable, the answer's num is on the page. */
+		s.d = &d;
+		s.arg = (struct vhost_vring_state *)(page - sizeof(s.arg->index));
+		s.arg->index = d.index;
+		if (pthread_create(&t, NULL, get_base_thread, &s))
+			return 15;
+		if (uffd_fault(uffd, STALL_MS))
+			return 16;
+		/* Bursts of kicks past the rate while the vq mutex is held. */
+		for (i = 0; i < 8 * RATE_LOW; i++) {
+			vring_kick(&d);
+			if (i % (2 * RATE_LOW) == 2 * RATE_LOW - 1)
+				vp_sleep_us(1000000 / hz());
+		}
+	}
+	if (write(out, "s", 1) != 1 || read(in, &c, 1) != 1)
+		return 17;
+	copy.dst = (uintptr_t)page;
+	copy.src = (uintptr_t)src;
+	if (ioctl(uffd, UFFDIO_COPY, &copy))
+		return 18;
+	if (how == STUCK_IN_IOCTL) {
+		pthread_join(t, NULL);
+		if (s.ret || s.arg->num != d.avail_idx)
+			return 19;
+	}
+	if (vring_drain(&d, STALL_MS) || !vring_all_used_once(&d))
+		return 20;
+	vring_close(&d);
+	return 0;
+}
+
+/*
+ * The neighbour: a device of another owner opened, polled, streamed and
+ * closed while the stuck owner waits on its fault. Sends the longest
+ * any step took (ms) on @out; exit status 0 if all went well.
+ */
+static int neighbour(int out)
+{
+	unsigned long long t0, ms, worst = 0;
+	struct vring_drv d;
+	int step, ret = 0;
+
+	for (step = 0; step < 4 && !ret; step++) {
+		t0 = vp_now_ms();
+		switch (step) {
+		case 0:
+			ret = vring_open(&d, RING, true, 1 << 16) ? 1 : 0;
+			break;
+		case 1:
+			ret = poll_for_long(&d) ? 2 : 0;
+			break;
+		case 2:
+			ret = vring_stream(&d, 2000, 1, STALL_MS) ? 3 : 0;
+			if (!ret && !vring_all_used_once(&d))
+				ret = 3;
+			break;
+		default:
+			vring_close(&d);
+		}
+		ms = vp_now_ms() - t0;
+		if (ms > worst)
+			worst = ms;
+	}
+	if (write(out, &worst, sizeof(worst)) != sizeof(worst))
+		return 4;
+	return ret;
+}
+
+/* Wait up to @ms for child @pid; its status, or -1 if it did not end. */
+static int wait_child(pid_t pid, unsigned int ms)
+{
+	int status;
+
+	for (; ms; ms--) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		vp_sleep_ms(1);
+	}
+	return -1;
+}
+
+/*
+ * One owner stuck on memory that does not fault in (userfaultfd, a FUSE
+ * mapping, postcopy migration) holds up nobody else: its held vq leaves
+ * poll mode and the shared thread goes to sleep; another owner's device
+ * opens, gets polled, streams and closes as usual meanwhile; and the stuck
+ * one completes once its fault is served.
+ */
+static void stuck_owner_holds_up_nobody(struct __test_metadata *_metadata,
+					enum stuck_how how)
+{
+	int to_a[2], from_a[2], from_b[2], status;
+	unsigned long long worst = 0;
+	pid_t a, b;
+	char c;
+
+	ASSERT_EQ(0, pipe(to_a));
+	ASSERT_EQ(0, pipe(from_a));
+	ASSERT_EQ(0, pipe(from_b));
+	a = fork();
+	ASSERT_LE(0, a);
+	if (!a)
+		_exit(stuck_owner(how, to_a[0], from_a[1]));
+	close(from_a[1]);
+	if (read(from_a[0], &c, 1) != 1) {
+		status = wait_child(a, STALL_MS);
+		if (WIFEXITED(status) && WEXITSTATUS(status) <= 11)
+			SKIP(return, "no userfaultfd here (CONFIG_USERFAULTFD)");
+		ASSERT_TRUE(0) TH_LOG("the owner did not get stuck: status 0x%x", status);
+	}
+	/* Its held vq is no work: it leaves poll mode, the thread sleeps. */
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 2));
+	EXPECT_TRUE(worker_settles(STALL_MS))
+		TH_LOG("the shared thread polls or waits on the stuck owner");
+	b = fork();
+	ASSERT_LE(0, b);
+	if (!b)
+		_exit(neighbour(from_b[1]));
+	/* Hung for good before the fix: wait a while, then unstick it. */
+	status = wait_child(b, 2 * STALL_MS);
+	EXPECT_NE(-1, status) TH_LOG("the neighbour waited on the stuck owner");
+	ASSERT_EQ(1, write(to_a[1], "u", 1));
+	if (status == -1)
+		status = wait_child(b, 2 * STALL_MS);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("neighbour: status 0x%x", status);
+	if (read(from_b[0], &worst, sizeof(worst)) == sizeof(worst))
+		TH_LOG("the neighbour's longest step took %llu ms", worst);
+	status = wait_child(a, 2 * STALL_MS);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("stuck owner once served: status 0x%x", status);
+	EXPECT_TRUE(worker_settles(STALL_MS));
+}
+
+TEST_F(teardown, stuck_handler_holds_up_nobody)
+{
+	stuck_owner_holds_up_nobody(_metadata, STUCK_IN_HANDLER);
+}
+
+TEST_F(teardown, stuck_ioctl_holds_up_nobody)
+{
+	stuck_owner_holds_up_nobody(_metadata, STUCK_IN_IOCTL);
 }
 
 /* Unloading the module takes every virtqueue from it. A kick may still be
@@ -1017,6 +1273,295 @@ TEST_F(teardown, unload_waits_one_grace_period)
 	EXPECT_GE(8 * one_ms + MANY, many_ms);
 	for (i = 0; i < MANY; i++)
 		vring_close(&d[i]);
+}
+
+static unsigned long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+struct closer {
+	struct vring_drv *d;
+	pthread_barrier_t *go;
+	pthread_t t;
+};
+
+static void *close_thread(void *arg)
+{
+	struct closer *c = arg;
+
+	pthread_barrier_wait(c->go);
+	vring_close(c->d);
+	return NULL;
+}
+
+/* Microseconds a vhost-test device takes to open, set up and close. */
+static unsigned long long open_close_us(void)
+{
+	unsigned long long t0 = now_us();
+	struct vring_drv d;
+
+	if (vring_open(&d, RING, true, 1 << 10))
+		return ~0ULL;
+	vring_close(&d);
+	return now_us() - t0;
+}
+
+/*
+ * A closing device waits out an RCU grace period before its data goes
+ * (a kick may still hold it), but not under the mutex every vhost open
+ * and close takes: 64 devices closed at once take about one grace
+ * period, not 64, and a device opened and closed meanwhile waits for
+ * none of theirs. Measured against one close alone, in one run.
+ */
+TEST_F(teardown, closes_wait_out_no_grace_period_of_others)
+{
+	enum { MANY = 64 };
+	static struct vring_drv d[MANY];
+	static struct closer c[MANY];
+	unsigned long long t0, one_us = ~0ULL, many_us, worst_us = 0, us;
+	pthread_barrier_t go;
+	int i, probes = 0;
+
+	/* The shortest of 5: one close, one grace period. */
+	for (i = 0; i < 5; i++) {
+		ASSERT_EQ(0, vring_open(&d[0], RING, true, 1 << 10));
+		t0 = now_us();
+		vring_close(&d[0]);
+		us = now_us() - t0;
+		if (us < one_us)
+			one_us = us;
+	}
+	for (i = 0; i < MANY; i++)
+		ASSERT_EQ(0, vring_open(&d[i], RING, true, 1 << 10));
+	ASSERT_EQ(0, pthread_barrier_init(&go, NULL, MANY + 1));
+	for (i = 0; i < MANY; i++) {
+		c[i].d = &d[i];
+		c[i].go = &go;
+		ASSERT_EQ(0, pthread_create(&c[i].t, NULL, close_thread, &c[i]));
+	}
+	pthread_barrier_wait(&go);
+	t0 = now_us();
+	/* Devices come and go while the others close. */
+	for (i = 0; i < MANY; i++) {
+		if (pthread_tryjoin_np(c[i].t, NULL) == EBUSY) {
+			us = open_close_us();
+			if (us > worst_us)
+				worst_us = us;
+			probes++;
+			i--;
+		}
+	}
+	many_us = now_us() - t0;
+	pthread_barrier_destroy(&go);
+	TH_LOG("one close: %llu us; %d at once: %llu us", one_us, MANY, many_us);
+	TH_LOG("%d opened and closed meanwhile, the slowest in %llu us", probes, worst_us);
+	if (one_us < 1000)
+		SKIP(return, "a grace period costs nothing here (%llu us a close)", one_us);
+	/* 64 grace periods in a row would take 64 times the one. */
+	EXPECT_GT(16 * one_us, many_us);
+	EXPECT_GT(8 * one_us, worst_us);
+}
+
+/* One IOTLB message about the whole arena, which this driver maps to
+ * itself: I/O virtual address = user address. 0 or -errno.
+ */
+static int iotlb_msg(struct vring_drv *d, __u8 type)
+{
+	struct vhost_msg_v2 msg = {
+		.type = VHOST_IOTLB_MSG_V2,
+		.iotlb.iova = (uintptr_t)d->arena,
+		.iotlb.size = d->arena_len,
+		.iotlb.uaddr = (uintptr_t)d->arena,
+		.iotlb.perm = VHOST_ACCESS_RW,
+		.iotlb.type = type,
+	};
+	ssize_t n = write(d->fd, &msg, sizeof(msg));
+
+	if (n < 0)
+		return -errno;
+	return n == sizeof(msg) ? 0 : -EIO;
+}
+
+/*
+ * Read the device's IOTLB messages for @ms (once at least), answering
+ * none. Returns how many were misses, the last one's address in *@iova,
+ * or -errno.
+ */
+static int iotlb_misses(struct vring_drv *d, unsigned int ms, __u64 *iova)
+{
+	struct pollfd p = { .fd = d->fd, .events = POLLIN };
+	unsigned long long end = vp_now_ms() + ms, now;
+	struct vhost_msg_v2 msg;
+	int misses = 0;
+	ssize_t n;
+
+	do {
+		now = vp_now_ms();
+		poll(&p, 1, now < end ? end - now : 0);
+		for (;;) {
+			/* The fd is non-blocking: EAGAIN when none is left. */
+			n = read(d->fd, &msg, sizeof(msg));
+			if (n < 0 && errno == EAGAIN)
+				break;
+			if (n != sizeof(msg))
+				return n < 0 ? -errno : -EIO;
+			if (msg.iotlb.type == VHOST_IOTLB_MISS) {
+				misses++;
+				*iova = msg.iotlb.iova;
+			}
+		}
+	} while (vp_now_ms() < end);
+	return misses;
+}
+
+/*
+ * As vring_open_dev() for vhost-net, behind an IOTLB (a vIOMMU): the ring
+ * and buffers are given as I/O virtual addresses, which the arena's one
+ * entry, loaded before the backend starts, maps to themselves. The fd is
+ * non-blocking, for reading the device's misses. 0, -EOPNOTSUPP if
+ * vhost-net refuses the IOTLB, or -errno.
+ */
+static int vring_open_iotlb(struct vring_drv *d, unsigned int num, __u64 max_bufs)
+{
+	__u64 features = 1ULL << VIRTIO_RING_F_EVENT_IDX |
+			 1ULL << VIRTIO_F_ACCESS_PLATFORM;
+	__u64 backend = 1ULL << VHOST_BACKEND_F_IOTLB_MSG_V2, have;
+	struct vhost_vring_file f;
+	unsigned int i;
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	d->dev = VRING_NET;
+	d->index = 1;
+	d->tap = -1;
+	d->num = num;
+	d->event_idx = true;
+	d->arena_len = 2 * vring_ring_len(num) + (size_t)num * VR_BUF_SIZE;
+	d->arena = mmap(NULL, d->arena_len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (d->arena == MAP_FAILED)
+		return -errno;
+	d->bufs = (char *)d->arena + 2 * vring_ring_len(num);
+	d->free = calloc(num, sizeof(*d->free));
+	d->seq_of = calloc(num, sizeof(*d->seq_of));
+	d->map_bits = max_bufs + 1;
+	d->used_map = calloc((d->map_bits + 7) / 8, 1);
+	if (!d->free || !d->seq_of || !d->used_map)
+		return -ENOMEM;
+	for (i = 0; i < num; i++)
+		d->free[i] = num - 1 - i;
+	d->nfree = num;
+
+	d->fd = open("/dev/vhost-net", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (d->fd < 0)
+		return -errno;
+	d->tap = vring_tap();
+	if (d->tap < 0)
+		return d->tap;
+	d->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	d->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->kick < 0 || d->call < 0)
+		return -errno;
+	if (ioctl(d->fd, VHOST_SET_OWNER, NULL))
+		return -errno;
+	/* Misses as struct vhost_msg_v2: vhost looks at each miss. */
+	if (ioctl(d->fd, VHOST_GET_BACKEND_FEATURES, &have))
+		return -errno;
+	if (!(have & backend))
+		return -EOPNOTSUPP;
+	if (ioctl(d->fd, VHOST_SET_BACKEND_FEATURES, &backend))
+		return -errno;
+	/*
+	 * ACCESS_PLATFORM creates the IOTLB, and forgets the ring addresses
+	 * given so far: before the ring, and before any IOTLB message. Its
+	 * only refusal (max_iotlb_entries) is an EFAULT.
+	 */
+	if (ioctl(d->fd, VHOST_GET_FEATURES, &have))
+		return -errno;
+	if ((features & have) != features ||
+	    ioctl(d->fd, VHOST_SET_FEATURES, &features))
+		return -EOPNOTSUPP;
+	/* Translates nothing behind an IOTLB, but a backend needs one. */
+	ret = vring_set_mem(d, d->arena, d->arena_len);
+	if (ret)
+		return ret;
+	/* Starting the backend reads the used ring: through this entry. */
+	ret = iotlb_msg(d, VHOST_IOTLB_UPDATE);
+	if (ret)
+		return ret;
+	ret = vring_place(d, d->arena);
+	if (ret)
+		return ret;
+	f.index = d->index;
+	f.fd = d->kick;
+	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
+		return -errno;
+	f.fd = d->call;
+	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
+		return -errno;
+	return vring_run(d, 1);
+}
+
+/*
+ * A polled ring behind an IOTLB whose entry goes: the poller reads the
+ * avail index through the ring's cached translation only, and without
+ * one hands the ring back; the hand-back's handler run, in the owner's
+ * worker, asks the driver for the translation, once. A poller that asked
+ * at each visit would flood the driver with misses while polling on.
+ * Answered, the device takes buffers again.
+ */
+TEST_F(teardown, iotlb_miss_is_asked_once)
+{
+	const unsigned int window_ms = jiffies_ms(50);
+	unsigned long long exits;
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	int polled, misses, ret;
+	__u64 iova = 0;
+
+	if (access("/dev/vhost-net", F_OK) || access("/dev/net/tun", F_OK))
+		SKIP(return, "no /dev/vhost-net or /dev/net/tun");
+	ret = vring_open_iotlb(&d, RING, 1 << 16);
+	if (ret == -EOPNOTSUPP) {
+		vring_close(&d);
+		SKIP(return, "vhost-net refuses VIRTIO_F_ACCESS_PLATFORM or IOTLB_MSG_V2");
+	}
+	ASSERT_EQ(0, ret);
+	/* Polled, the ring's translations cached by the handler. */
+	ASSERT_EQ(0, poll_for_long(&d));
+	EXPECT_EQ(0, iotlb_misses(&d, 0, &iova));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	ASSERT_EQ(1, polled);
+	exits = sum.exits;
+
+	/* The entry goes, with no kick; no miss is answered for a while. */
+	ASSERT_EQ(0, iotlb_msg(&d, VHOST_IOTLB_INVALIDATE));
+	misses = iotlb_misses(&d, window_ms, &iova);
+	ASSERT_LE(0, misses);
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	TH_LOG("unanswered: %d misses in %u ms (last: arena + %lld), %s, %llu exits",
+	       misses, window_ms, misses ? (long long)(iova - (uintptr_t)d.arena) : -1LL,
+	       polled ? "still polled" : "handed back", sum.exits - exits);
+	/*
+	 * The hand-back's one handler run asks for the used ring (the avail
+	 * event) and the descriptors; asked at each visit, hundreds.
+	 */
+	EXPECT_GE(4, misses);
+	EXPECT_LE(1, misses);
+	EXPECT_EQ(0, polled);
+
+	/* Answered: every buffer is used, once. The hand-back could not
+	 * write the avail event, so the driver kicks whatever it says.
+	 */
+	ASSERT_EQ(0, iotlb_msg(&d, VHOST_IOTLB_UPDATE));
+	vring_post_kicked(&d, 4 * RATE_LOW);
+	ASSERT_EQ(0, vring_drain(&d, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
 }
 
 /* As leaving_on_request_strands_nothing, on vhost-net's transmit queue:
