@@ -9,25 +9,85 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/magic.h>
+
+/* From include/uapi/linux/module.h, for C libraries older than 5.17's. */
+#ifndef MODULE_INIT_COMPRESSED_FILE
+#define MODULE_INIT_COMPRESSED_FILE	4
+#endif
 
 #define VP_MODULE	"vhost_poll"
 #define VP_PARAMS	"/sys/module/vhost_poll/parameters/"
 
-/* The module under test, from $VHOST_POLL_KO (set by scripts/check). */
+/*
+ * Find module @name (without .ko) the way a CI lays the tests out: the
+ * file environment variable @env names, if set (scripts/check sets it);
+ * else @name.ko next to this program, where an installed kselftest tree
+ * carries it; else the file modinfo(8) finds for the running kernel.
+ * NULL if none; else @env's value, or @buf.
+ */
+static inline const char *vp_find_ko(const char *env, const char *name,
+				     char *buf, size_t len)
+{
+	const char *path = getenv(env);
+	char cmd[64], *slash;
+	ssize_t n;
+	FILE *f;
+
+	if (path && *path)
+		return path;
+	n = readlink("/proc/self/exe", buf, len - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		slash = strrchr(buf, '/');
+		if (slash && (size_t)(slash - buf) + strlen(name) + 5 < len) {
+			sprintf(slash + 1, "%s.ko", name);
+			if (!access(buf, F_OK))
+				return buf;
+		}
+	}
+	/* "modinfo -n" prints "(builtin)" for a built-in module: not a file. */
+	snprintf(cmd, sizeof(cmd), "modinfo -n %s 2>/dev/null", name);
+	f = popen(cmd, "r");
+	if (!f)
+		return NULL;
+	if (!fgets(buf, len, f))
+		buf[0] = '\0';
+	pclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return buf[0] == '/' && !access(buf, F_OK) ? buf : NULL;
+}
+
+/*
+ * The module under test, from vp_find_ko(). Looked up once, before the
+ * harness forks the tests, which then inherit the answer.
+ */
 static inline const char *vp_ko(void)
 {
-	const char *ko = getenv("VHOST_POLL_KO");
+	static char buf[PATH_MAX];
+	static const char *ko;
+	static bool looked;
 
-	return ko && *ko ? ko : NULL;
+	if (!looked) {
+		ko = vp_find_ko("VHOST_POLL_KO", VP_MODULE, buf, sizeof(buf));
+		looked = true;
+	}
+	return ko;
 }
+
+#define VP_KO_MISSING	"no vhost_poll.ko: set VHOST_POLL_KO, put it next to " \
+			"this program, or install it for this kernel"
 
 /* Why this test cannot run here, or NULL when it can. */
 static inline const char *vp_cannot_run(void)
@@ -35,9 +95,9 @@ static inline const char *vp_cannot_run(void)
 	if (geteuid() != 0)
 		return "needs root to load modules";
 	if (!vp_ko())
-		return "VHOST_POLL_KO is not set (run through scripts/check or scripts/vm)";
+		return VP_KO_MISSING;
 	if (access(vp_ko(), R_OK))
-		return "VHOST_POLL_KO names no readable file";
+		return "the vhost_poll.ko found is not readable";
 	return NULL;
 }
 
@@ -46,15 +106,34 @@ static inline bool vp_loaded(void)
 	return access("/sys/module/" VP_MODULE, F_OK) == 0;
 }
 
+/* Whether @path ends with @suffix. */
+static inline bool vp_ends_with(const char *path, const char *suffix)
+{
+	size_t n = strlen(path), m = strlen(suffix);
+
+	return n >= m && !strcmp(path + n - m, suffix);
+}
+
+/*
+ * Whether module file @path is compressed, as modules_install leaves it
+ * with CONFIG_MODULE_COMPRESS_*: the kernel then has to be told so.
+ */
+static inline bool vp_ko_compressed(const char *path)
+{
+	return vp_ends_with(path, ".ko.gz") || vp_ends_with(path, ".ko.xz") ||
+	       vp_ends_with(path, ".ko.zst");
+}
+
 /* Load module file @path with @args; 0 or -errno. */
 static inline int vp_load_file(const char *path, const char *args)
 {
-	int fd, ret;
+	int fd, ret, flags;
 
+	flags = vp_ko_compressed(path) ? MODULE_INIT_COMPRESSED_FILE : 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	ret = syscall(SYS_finit_module, fd, args, 0);
+	ret = syscall(SYS_finit_module, fd, args, flags);
 	if (ret)
 		ret = -errno;
 	close(fd);
@@ -405,12 +484,21 @@ static inline int vp_param_set(const char *name, unsigned long v)
 	return vp_param_write(name, buf, n);
 }
 
-/* vhost_test.ko, built from the kernel tree; from $VHOST_POLL_TEST_KO. */
+/*
+ * vhost_test.ko, built from the kernel tree (drivers/vhost/test.c, which
+ * tools/virtio builds): from vp_find_ko(), like vp_ko().
+ */
 static inline const char *vp_test_ko(void)
 {
-	const char *ko = getenv("VHOST_POLL_TEST_KO");
+	static char buf[PATH_MAX];
+	static const char *ko;
+	static bool looked;
 
-	return ko && *ko ? ko : NULL;
+	if (!looked) {
+		ko = vp_find_ko("VHOST_POLL_TEST_KO", "vhost_test", buf, sizeof(buf));
+		looked = true;
+	}
+	return ko;
 }
 
 /* Make sure vhost_test is loaded; 0 or -errno. */
@@ -424,6 +512,164 @@ static inline int vp_load_vhost_test(void)
 		return -ENOENT;
 	ret = vp_load_file(vp_test_ko(), "");
 	return ret == -EEXIST ? 0 : ret;
+}
+
+/* What a test program needs besides vhost_poll.ko, for vp_cannot_run_here(). */
+#define VP_NEEDS_DEBUGFS	0x1	/* the counters under VP_DEBUGFS */
+#define VP_NEEDS_VHOST_TEST	0x2	/* /dev/vhost-test */
+
+/* Whether /proc/kallsyms names @sym: 1, 0, or -errno if it cannot be read. */
+static inline int vp_kallsyms_has(const char *sym)
+{
+	char line[512], name[256];
+	FILE *f = fopen("/proc/kallsyms", "re");
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	/* Without root the addresses read 0; the names are still all there. */
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, sym) &&
+			sscanf(line, "%*s %*s %255s", name) == 1 && !strcmp(name, sym);
+	fclose(f);
+	return found;
+}
+
+/*
+ * Whether the running kernel has the hooks vhost_poll attaches to: vhost
+ * exports vhost_poller_register. With vhost a module not loaded yet, it
+ * is modprobed first, since finit_module() does not load dependencies as
+ * modprobe does. Without /proc/kallsyms (CONFIG_KALLSYMS=n) this cannot
+ * tell, and says yes: the test load in vp_cannot_run_here() tells then.
+ */
+static inline bool vp_hooks_present(void)
+{
+	int found = vp_kallsyms_has("vhost_poller_register");
+
+	if (!found && access("/sys/module/vhost", F_OK) &&
+	    !system("modprobe -q vhost 2>/dev/null"))
+		found = vp_kallsyms_has("vhost_poller_register");
+	return found != 0;
+}
+
+/*
+ * Why the counters under VP_DEBUGFS cannot be read, or NULL; vhost_poll
+ * loaded. debugfs is mounted if it is not: a CI's rootfs may not have.
+ */
+static inline const char *vp_debugfs_missing(void)
+{
+	struct statfs sfs;
+
+	if ((statfs("/sys/kernel/debug", &sfs) || sfs.f_type != DEBUGFS_MAGIC) &&
+	    mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL))
+		return "debugfs cannot be mounted at /sys/kernel/debug (CONFIG_DEBUG_FS)";
+	if (access(VP_DEBUGFS, F_OK))
+		return "vhost_poll loaded but shows no " VP_DEBUGFS;
+	return NULL;
+}
+
+/*
+ * Why vhost_poll.ko cannot be loaded into this kernel, from the error of a
+ * test load: NULL if the error is not of that kind, and the tests should
+ * run and fail on it. @kmsg is /dev/kmsg opened before that load, or -1.
+ */
+static inline const char *vp_refused_why(int err, int kmsg)
+{
+	switch (err) {
+	case ENOENT:
+		return "a symbol it needs is missing: built for another kernel or config";
+	case ENOEXEC:
+		return "invalid module format: built for another kernel";
+	case EKEYREJECTED:
+		return "its signature is rejected";
+	case EPERM:
+		return "module loading is disabled here (modules_disabled, lockdown)";
+	case EINVAL:
+		/*
+		 * With CONFIG_MODVERSIONS a symbol CRC of another kernel is
+		 * EINVAL too, and only the log tells it from a bad argument.
+		 */
+		if (kmsg >= 0 && vp_kmsg_has(kmsg, "disagrees about version of symbol", NULL))
+			return "a symbol's version differs: built for another kernel";
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
+#define VP_TEST_KO_MISSING	"no vhost_test.ko (tools/virtio builds it): set " \
+				"VHOST_POLL_TEST_KO, put it next to this program, " \
+				"or install it for this kernel"
+
+/*
+ * Why this test program cannot run on this machine, or NULL when it can:
+ * what a CI should report as a skip of the whole program rather than as a
+ * pass made of skipped tests, or as failures. Loads vhost_poll.ko once to
+ * find out, and unloads it; with VP_NEEDS_VHOST_TEST, leaves vhost_test
+ * loaded.
+ */
+static inline const char *vp_cannot_run_here(unsigned int needs)
+{
+	static char why[PATH_MAX + 128];
+	const char *ko = vp_ko(), *refused, *missing = NULL;
+	int ret, kmsg, i;
+
+	if (geteuid() != 0)
+		return "needs root to load modules";
+	if (!ko)
+		return VP_KO_MISSING;
+	if (access(ko, R_OK)) {
+		snprintf(why, sizeof(why), "%s: %s", ko, strerror(errno));
+		return why;
+	}
+	if (!vp_hooks_present())
+		return "the running kernel lacks the vhost_poll hooks (no vhost_poller_register)";
+	if (vp_loaded() && vp_unload())
+		return "vhost_poll is loaded already, and in use";
+	kmsg = vp_kmsg_open();
+	ret = vp_load("poll_start_rate=0");
+	refused = ret ? vp_refused_why(-ret, kmsg) : NULL;
+	if (kmsg >= 0)
+		close(kmsg);
+	if (refused) {
+		snprintf(why, sizeof(why), "the kernel refuses %s (%s): %s", ko,
+			 strerror(-ret), refused);
+		return why;
+	}
+	if (!ret) {
+		if (needs & VP_NEEDS_DEBUGFS)
+			missing = vp_debugfs_missing();
+		/* It may be briefly busy (a debugfs reader): retry, as tests do. */
+		for (i = 0; i < 100 && vp_unload() == -EAGAIN; i++)
+			vp_sleep_ms(10);
+		if (missing)
+			return missing;
+	}
+	if (needs & VP_NEEDS_VHOST_TEST) {
+		ret = vp_load_vhost_test();
+		if (ret && !vp_test_ko())
+			return VP_TEST_KO_MISSING;
+		if (ret) {
+			snprintf(why, sizeof(why), "the kernel refuses %s (%s)",
+				 vp_test_ko(), strerror(-ret));
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Whether the harness is asked only to list its tests or show its usage
+ * (-l, -h): that needs no module, and works as any user, anywhere.
+ */
+static inline bool vp_harness_lists(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "-h"))
+			return true;
+	return false;
 }
 
 #endif /* VHOST_POLL_SELFTEST_H */
