@@ -29,14 +29,27 @@ use kernel::{
     prelude::*,
     sync::{Arc, ArcBorrow, CondVar, Mutex},
     task::Task,
-    time::{jiffies, Ktime},
+    time::{delay, jiffies, Ktime},
     vhost_poller::{Poller, Vq},
 };
 
-/// How long a pass that found no work pauses: a busy wait on hardware, a
-/// short sleep on UML, where under `time-travel=inf-cpu` it is what moves
-/// simulated time, and so `jiffies`, while the worker polls.
-const EMPTY_PASS_DELAY_NS: usize = 2_000;
+/// How long a pass that found no work pauses, in microseconds.
+const EMPTY_PASS_PAUSE_US: u32 = 2;
+
+/// Lets a pass's pause go by. A busy wait on hardware: a sleep would cost
+/// a wake-up, and the thread polls to be there at once. A sleep on UML:
+/// with simulated time (`time-travel=inf-cpu`) a busy wait charges the
+/// time to this thread, which the scheduler then keeps off the CPU for as
+/// long as tasks that ran in no simulated time stay runnable, while a sleep
+/// moves the clock, and so `jiffies`, charged to no task. The worker is a
+/// kernel thread outside atomic context: it may sleep.
+fn pause() {
+    if cfg!(CONFIG_UML) {
+        delay::usleep_idle(EMPTY_PASS_PAUSE_US);
+    } else {
+        delay::ndelay(EMPTY_PASS_PAUSE_US * 1000);
+    }
+}
 
 /// The current jiffy, as the policy counts time.
 pub(crate) fn now() -> usize {
@@ -495,7 +508,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         }
         shared.counters.passes.fetch_add(1, Relaxed);
         if !found {
-            kthread::pause_ns(EMPTY_PASS_DELAY_NS);
+            pause();
         }
         kthread::cond_resched();
     }
