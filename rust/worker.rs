@@ -30,7 +30,7 @@ use kernel::{
     sync::{Arc, ArcBorrow, CondVar, Mutex},
     task::Task,
     time::{delay, jiffies, Ktime},
-    vhost_poller::{Poller, Vq},
+    vhost_poller::{Poller, StopReason, Vq},
 };
 
 /// How long a pass that found no work pauses, in microseconds.
@@ -252,7 +252,7 @@ impl Poller for Shared {
         if let Some(e) = inner.entries.as_mut_slice()[i].as_mut() {
             // vhost takes the vq out of poll mode itself; this keeps the
             // counters right.
-            stop(shared, e);
+            stop(shared, e, StopReason::Detach);
         }
         // SAFETY: vhost is detaching the vq: it is still alive.
         let mm = unsafe { data.vq.mm() }.map_or(0, |mm| mm.as_ptr() as usize);
@@ -337,12 +337,12 @@ fn start(shared: &Shared, e: &mut Entry) {
 /// back on and runs its handler once, for what came in while they were off
 /// (the classic race) and what a run left; vhost does the same when it
 /// takes a vq back (quiesce, detach), and then this only settles the books.
-fn stop(shared: &Shared, e: &mut Entry) {
+fn stop(shared: &Shared, e: &mut Entry, why: StopReason) {
     if !e.polled {
         return;
     }
     // SAFETY: As in `start`.
-    unsafe { e.vq.vq.stop() };
+    unsafe { e.vq.vq.stop(why) };
     // Kicks from here on are notifications, and count toward a start.
     // Until now they were kicks of a polled vq, which count for nothing.
     e.vq.polled.store(false, Relaxed);
@@ -357,15 +357,19 @@ fn stop(shared: &Shared, e: &mut Entry) {
 /// its handlers took buffers since the last visit.
 fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
     // Switched off, or taken back by vhost (quiesce).
-    if crate::module_parameters::poll_start_rate.get() == 0 || !e.vq.polled.load(Relaxed) {
-        stop(shared, e);
+    if crate::module_parameters::poll_start_rate.get() == 0 {
+        stop(shared, e, StopReason::Off);
+        return false;
+    }
+    if !e.vq.polled.load(Relaxed) {
+        stop(shared, e, StopReason::Quiesce);
         return false;
     }
     // SAFETY: As in `start`; the worker leaves the address space before
     // acknowledging a detach (`serve`).
     let Some(mmu) = (unsafe { mm.enter(&e.vq) }) else {
         // No owner, so no ring: nothing to poll.
-        stop(shared, e);
+        stop(shared, e, StopReason::Error);
         return false;
     };
     let c = &e.vq.counters;
@@ -384,7 +388,7 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
         // without a fault: hand it back. A handler run in its own worker
         // meets the fault or the error, once, as after a kick.
         Err(_) => {
-            stop(shared, e);
+            stop(shared, e, StopReason::Error);
             return false;
         }
     };
@@ -398,7 +402,7 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
     if e.idle
         .stops(now(), crate::module_parameters::poll_stop_idle.get())
     {
-        stop(shared, e);
+        stop(shared, e, StopReason::Idle);
     }
     false
 }
@@ -421,7 +425,7 @@ impl Shared {
         for slot in inner.entries.as_mut_slice() {
             let Some(e) = slot else { continue };
             if e.detach {
-                stop(self, e);
+                stop(self, e, StopReason::Detach);
                 served = true;
                 // vhost may release the address space once we answer.
                 mm.leave();
@@ -429,7 +433,7 @@ impl Shared {
             } else {
                 if e.polled && !e.vq.polled.load(Relaxed) {
                     // vhost took it back (quiesce): settle the books.
-                    stop(self, e);
+                    stop(self, e, StopReason::Quiesce);
                 }
                 if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
                     start(self, e);
@@ -445,7 +449,7 @@ impl Shared {
     fn stop_all(&self, mm: &mut MmCursor<'_>) {
         let mut inner = self.inner.lock();
         for e in inner.entries.as_mut_slice().iter_mut().flatten() {
-            stop(self, e);
+            stop(self, e, StopReason::Off);
         }
         mm.leave();
     }

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include "vhost_poll.h"
@@ -1561,6 +1562,85 @@ TEST_F(teardown, iotlb_miss_is_asked_once)
 	vring_post_kicked(&d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_drain(&d, STALL_MS));
 	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
+#define TRACEFS		"/sys/kernel/tracing/"
+
+/* Write @val to tracefs file @name; 0 or -errno. */
+static int tracefs_write(const char *name, const char *val)
+{
+	char path[128];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), TRACEFS "%s", name);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* How many lines of the trace buffer contain both @a and @b. */
+static int trace_lines(const char *a, const char *b)
+{
+	FILE *f = fopen(TRACEFS "trace", "re");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, a) && strstr(line, b))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * The trace events vhost's hooks emit show each vq entering and leaving
+ * poll mode, with the owner, the vq and the reason: here an entry, an
+ * exit when idle, and an exit when vhost takes the vq back
+ * (SET_VRING_CALL), for an admin's or a CI's `perf trace` or bpftrace.
+ */
+TEST_F(teardown, trace_events_show_entries_and_exits)
+{
+	struct vhost_vring_file f;
+	struct vring_drv d;
+	char owner[32], vq[16];
+
+	if (access(TRACEFS "events", F_OK))
+		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
+	if (access(TRACEFS "events/vhost_poller", F_OK))
+		SKIP(return, "no vhost_poller trace events (CONFIG_TRACING, tracefs)");
+	ASSERT_EQ(0, tracefs_write("trace", ""));
+	ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "1"));
+
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 16));
+	snprintf(owner, sizeof(owner), "owner=%d ", getpid());
+	snprintf(vq, sizeof(vq), "vq=%u", d.index);
+	/* In, then out when idle. */
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 2));
+	ASSERT_TRUE(wait_polled(getpid(), 0, STALL_MS));
+	/* In again, then taken back by vhost. */
+	ASSERT_EQ(0, poll_for_long(&d));
+	f.index = d.index;
+	f.fd = d.call;
+	ASSERT_EQ(0, ioctl(d.fd, VHOST_SET_VRING_CALL, &f));
+	ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "0"));
+
+	EXPECT_LE(2, trace_lines("vhost_poller_start: ", owner)) {
+		TH_LOG("entries of %s%s: %d", owner, vq, trace_lines("vhost_poller_start: ", owner));
+	}
+	EXPECT_LE(1, trace_lines(owner, "reason=idle"));
+	EXPECT_LE(1, trace_lines(owner, "reason=quiesce"));
+	EXPECT_EQ(trace_lines("vhost_poller_start: ", vq), trace_lines("vhost_poller_stop: ", vq));
+	TH_LOG("entries %d, exits: idle %d, quiesce %d",
+	       trace_lines("vhost_poller_start: ", owner), trace_lines(owner, "reason=idle"),
+	       trace_lines(owner, "reason=quiesce"));
 	vring_close(&d);
 }
 
