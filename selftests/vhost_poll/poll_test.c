@@ -190,7 +190,7 @@ TEST_F(poll, idle_returns_to_notification)
 	 * thread, under qemu TCG everything is emulated. It allows its own
 	 * observation two more jiffies or 20 ms, whichever is longer.
 	 */
-	const unsigned int slack_ms = jiffies_ms(2) > 20 ? jiffies_ms(2) : 20;
+	const unsigned int slack_ms = (jiffies_ms(2) > 20 ? jiffies_ms(2) : 20) * vp_slow();
 	const unsigned int limit_ms = jiffies_ms(idle + 1) + slack_ms;
 	struct vp_vq_row sum;
 	struct vp_worker w;
@@ -951,7 +951,7 @@ TEST_F(teardown, killed_owner_runs_no_handler)
 TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
 {
 	/* The busy loop, and the longest a 100-buffer stream may take. */
-	const unsigned int busy_ms = 2000, bound_ms = 250;
+	const unsigned int busy_ms = 2000, bound_ms = 250 * vp_slow();
 	struct vhost_vring_state s = { .num = busy_ms * 1000 };
 	unsigned long long t0, ms, worst = 0;
 	struct vring_drv net, test;
@@ -1271,7 +1271,7 @@ TEST_F(teardown, unload_waits_one_grace_period)
 	 * 64 grace periods would take about 64 times the one; allow 8 times,
 	 * and a millisecond a virtqueue for the rest of its detach.
 	 */
-	EXPECT_GE(8 * one_ms + MANY, many_ms);
+	EXPECT_GE((8 * one_ms + MANY) * vp_slow(), many_ms);
 	for (i = 0; i < MANY; i++)
 		vring_close(&d[i]);
 }
@@ -1363,8 +1363,8 @@ TEST_F(teardown, closes_wait_out_no_grace_period_of_others)
 	if (one_us < 1000)
 		SKIP(return, "a grace period costs nothing here (%llu us a close)", one_us);
 	/* 64 grace periods in a row would take 64 times the one. */
-	EXPECT_GT(16 * one_us, many_us);
-	EXPECT_GT(8 * one_us, worst_us);
+	EXPECT_GT(16 * one_us * vp_slow(), many_us);
+	EXPECT_GT(8 * one_us * vp_slow(), worst_us);
 }
 
 /* One IOTLB message about the whole arena, which this driver maps to
@@ -1633,7 +1633,8 @@ TEST_F(teardown, trace_events_show_entries_and_exits)
 	ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "0"));
 
 	EXPECT_LE(2, trace_lines("vhost_poller_start: ", owner)) {
-		TH_LOG("entries of %s%s: %d", owner, vq, trace_lines("vhost_poller_start: ", owner));
+		TH_LOG("entries of %s%s: %d", owner, vq,
+		       trace_lines("vhost_poller_start: ", owner));
 	}
 	EXPECT_LE(1, trace_lines(owner, "reason=idle"));
 	EXPECT_LE(1, trace_lines(owner, "reason=quiesce"));

@@ -450,6 +450,19 @@ static inline int vp_hz(void)
 	return cached;
 }
 
+/*
+ * How much to stretch a wall-clock bound: 4 when the runner says the
+ * machine is slow (KSFT_MACHINE_SLOW=yes: an emulator, a debug kernel on
+ * a small board), else 1. Bounds in kernel time (jiffies, counters) are
+ * not stretched.
+ */
+static inline unsigned int vp_slow(void)
+{
+	const char *s = getenv("KSFT_MACHINE_SLOW");
+
+	return s && !strcmp(s, "yes") ? 4 : 1;
+}
+
 /* CLOCK_MONOTONIC, in milliseconds. */
 static inline unsigned long long vp_now_ms(void)
 {
