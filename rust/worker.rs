@@ -377,12 +377,12 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
     let taken = match unsafe { e.vq.vq.poll(mmu) } {
         // Work is buffers taken, not buffers seen: a hostile driver can
         // show buffers nobody can take (an invalid head) at every visit.
+        // A vq that was held (its handler running, an ioctl, a handler
+        // blocked in a fault) counts by what its handlers took too: a busy
+        // ring keeps its handler, and so its mutex, nearly all the time,
+        // while one held by a blocked ioctl takes nothing, so the pass
+        // pauses and the vq leaves poll mode once idle.
         Ok(polled) => polled.taken,
-        // Its mutex is held: its handler runs (queued by us or by a kick),
-        // or an ioctl, or a handler blocked in a fault has it. Try at the
-        // next visit, and count this one as empty: if the mutex stays held,
-        // the pass pauses and the vq leaves poll mode once idle.
-        Err(err) if err == EBUSY => 0,
         // vhost took the vq back (quiesce), its owner was killed (vhost
         // runs none of its handlers again), or its ring cannot be read now
         // without a fault: hand it back. A handler run in its own worker
