@@ -89,20 +89,7 @@ TEST(modinfo_describes_parameters)
 	free(info);
 }
 
-/*
- * TEST_HARNESS_MAIN, after a look at the machine: when vhost_poll cannot
- * run here at all, the whole program is one skip (exit status KSFT_SKIP)
- * that a CI reports as such, not a pass made of skipped tests.
- */
 int main(int argc, char **argv)
 {
-	const char *why = NULL;
-
-	if (!vp_harness_lists(argc, argv))
-		why = vp_cannot_run_here(0);
-	if (why) {
-		ksft_print_header();
-		ksft_exit_skip("%s\n", why);
-	}
-	return test_harness_run(argc, argv);
+	return vp_harness_main(argc, argv, 0);
 }

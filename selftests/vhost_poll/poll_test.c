@@ -25,51 +25,6 @@
 #define RATE_LOW	4
 #define RATE_NEVER	1000000
 
-static int hz(void)
-{
-	int h = vp_hz();
-
-	/* 100 is the lowest HZ Kconfig offers: the longest jiffy. */
-	return h > 0 ? h : 100;
-}
-
-static unsigned int jiffies_ms(unsigned int j)
-{
-	return (j * 1000 + hz() - 1) / hz();
-}
-
-/* Load vhost-test and a fresh vhost_poll; a reason to skip, or NULL. */
-static const char *setup_modules(void)
-{
-	const char *why = vp_cannot_run();
-	int ret;
-
-	if (why)
-		return why;
-	ret = vp_load_vhost_test();
-	if (ret)
-		return "vhost_test.ko not found, or refused";
-	if (vp_loaded() && vp_unload())
-		return "vhost_poll is loaded and busy";
-	if (vp_load("poll_start_rate=0 poll_stop_idle=2"))
-		return NULL;	/* the test's own assertions report it */
-	return NULL;
-}
-
-/* Wait up to @ms for process @pid to have @want polled vqs. */
-static bool wait_polled(int pid, int want, unsigned int ms)
-{
-	struct vp_vq_row sum;
-	int polled;
-
-	for (; ms; ms--) {
-		if (vp_vq_sum(pid, -1, &sum, &polled) >= 0 && polled == want)
-			return true;
-		vp_sleep_ms(1);
-	}
-	return false;
-}
-
 /*
  * Get @d's vq polled and keep it so for 10 s of idleness, however slow
  * the machine: rate RATE_LOW, kicks that reach it, the buffers used.
@@ -77,13 +32,13 @@ static bool wait_polled(int pid, int want, unsigned int ms)
  */
 static int poll_for_long(struct vring_drv *d)
 {
-	if (vp_param_set("poll_stop_idle", 10 * hz()) ||
+	if (vp_param_set("poll_stop_idle", 10 * vp_jiffy_hz()) ||
 	    vp_param_set("poll_start_rate", RATE_LOW))
 		return -EINVAL;
 	vring_post_kicked(d, 4 * RATE_LOW);
 	if (vring_drain(d, STALL_MS))
 		return -ETIMEDOUT;
-	return wait_polled(getpid(), 1, STALL_MS) ? 0 : -ETIMEDOUT;
+	return vp_wait_polled(getpid(), 1, STALL_MS) ? 0 : -ETIMEDOUT;
 }
 
 FIXTURE(poll) {
@@ -112,7 +67,7 @@ FIXTURE_VARIANT_ADD(poll, net_event_idx) {
 
 FIXTURE_SETUP(poll)
 {
-	const char *why = setup_modules();
+	const char *why = vp_setup_modules();
 
 	if (why)
 		SKIP(return, "%s", why);
@@ -158,7 +113,7 @@ TEST_F(poll, above_rate_polls_and_silences_kicks)
 	int polled;
 
 	/* A long idle time: the driver's pauses are not what is measured. */
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz() / 2));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz() / 2));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
 	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
@@ -190,8 +145,8 @@ TEST_F(poll, idle_returns_to_notification)
 	 * thread, under qemu TCG everything is emulated. It allows its own
 	 * observation two more jiffies or 20 ms, whichever is longer.
 	 */
-	const unsigned int slack_ms = (jiffies_ms(2) > 20 ? jiffies_ms(2) : 20) * vp_slow();
-	const unsigned int limit_ms = jiffies_ms(idle + 1) + slack_ms;
+	const unsigned int slack_ms = (vp_jiffies_ms(2) > 20 ? vp_jiffies_ms(2) : 20) * vp_slow();
+	const unsigned int limit_ms = vp_jiffies_ms(idle + 1) + slack_ms;
 	struct vp_vq_row sum;
 	struct vp_worker w;
 	unsigned long long t0, left_ms, asleep_ms;
@@ -205,7 +160,7 @@ TEST_F(poll, idle_returns_to_notification)
 	 * test. The last work came before the drain returned, so the vq must
 	 * leave within the limit of the moment the new limit is in force.
 	 */
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz()));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
 	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
@@ -224,7 +179,7 @@ TEST_F(poll, idle_returns_to_notification)
 	left_ms = vp_now_ms() - t0;
 	EXPECT_EQ(0, polled) {
 		TH_LOG("still polled %u ms after the last buffer (HZ %d)",
-		       (unsigned int)(vp_now_ms() - t0), hz());
+		       (unsigned int)(vp_now_ms() - t0), vp_jiffy_hz());
 	}
 	ASSERT_EQ(0, vp_worker(&w));
 	while (vp_task_state(w.pid) != 'S' && (unsigned int)(vp_now_ms() - t0) < limit_ms)
@@ -233,7 +188,7 @@ TEST_F(poll, idle_returns_to_notification)
 	EXPECT_EQ('S', vp_task_state(w.pid));
 	EXPECT_EQ(0, w.polled_vqs);
 	TH_LOG("notification mode after %llu ms, worker asleep after %llu (limit %u, HZ %d)",
-	       left_ms, asleep_ms, limit_ms, hz());
+	       left_ms, asleep_ms, limit_ms, vp_jiffy_hz());
 
 	/* It did leave poll mode: now, or already while draining. */
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
@@ -255,7 +210,7 @@ TEST_F(poll, rate_zero_mid_stream)
 	__u64 enters;
 	int polled, i;
 
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz()));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
 	vring_post_kicked(&self->d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_stream(&self->d, 5000, 1, STALL_MS));
@@ -291,7 +246,7 @@ TEST_F(poll, bursts_at_poll_exit)
 {
 	const unsigned int idle = 1, bursts = 1000;
 	/* Pauses around the idle limit: 0.5, 1, 1.5 and 2 jiffies. */
-	const unsigned int jiffy_us = 1000000 / hz();
+	const unsigned int jiffy_us = 1000000 / vp_jiffy_hz();
 	struct vp_vq_row sum;
 	unsigned int b, i;
 	int polled;
@@ -456,8 +411,8 @@ TEST_F(poll, leaving_on_request_strands_nothing)
  */
 TEST_F(poll, hostile_index_does_not_hold_the_poller)
 {
-	const unsigned int idle = 2, jiffy_us = 1000000 / hz();
-	const unsigned long long window_ms = jiffies_ms(25 * idle) + 20;
+	const unsigned int idle = 2, jiffy_us = 1000000 / vp_jiffy_hz();
+	const unsigned long long window_ms = vp_jiffies_ms(25 * idle) + 20;
 	struct vp_vq_row sum;
 	unsigned long long t0;
 	__u16 base;
@@ -517,7 +472,7 @@ TEST_F(poll, unreadable_ring_is_handed_back)
 	do {
 		vp_sleep_ms(10);
 		ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
-	} while (polled && vp_now_ms() - t0 < jiffies_ms(2 * hz()));
+	} while (polled && vp_now_ms() - t0 < vp_jiffies_ms(2 * vp_jiffy_hz()));
 	EXPECT_EQ(0, polled) {
 		TH_LOG("still polled %llu ms with an unreadable ring: %llu empty polls",
 		       vp_now_ms() - t0, (unsigned long long)sum.empty_polls);
@@ -531,13 +486,13 @@ FIXTURE(teardown) {
 
 FIXTURE_SETUP(teardown)
 {
-	const char *why = setup_modules();
+	const char *why = vp_setup_modules();
 
 	if (why)
 		SKIP(return, "%s", why);
 	ASSERT_TRUE(vp_loaded());
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz()));
 }
 
 FIXTURE_TEARDOWN(teardown)
@@ -558,19 +513,6 @@ static bool module_unpinned(void)
 		buf[0] = '\0';
 	fclose(f);
 	return !strcmp(buf, "0\n");
-}
-
-/* Wait until the worker polls nothing and sleeps. */
-static bool worker_settles(unsigned int ms)
-{
-	struct vp_worker w;
-
-	for (; ms; ms--) {
-		if (!vp_worker(&w) && !w.polled_vqs && vp_task_state(w.pid) == 'S')
-			return true;
-		vp_sleep_ms(1);
-	}
-	return false;
 }
 
 #define DEVS_PER_PROC	4
@@ -652,7 +594,7 @@ TEST_F(teardown, many_devices_one_thread)
 		}
 	}
 	EXPECT_EQ(1, max_threads);
-	EXPECT_TRUE(worker_settles(STALL_MS));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
 /* Open a vhost-test driver and kick it past RATE_LOW; 0 or -errno. */
@@ -676,7 +618,7 @@ static int polled_driver(struct vring_drv *d)
 	if (ret)
 		return ret;
 	vring_post(d, RING / 2);
-	return wait_polled(getpid(), 1, 1000) ? 0 : -EAGAIN;
+	return vp_wait_polled(getpid(), 1, 1000) ? 0 : -EAGAIN;
 }
 
 /* f. Close the device while polled. */
@@ -686,7 +628,7 @@ TEST_F(teardown, close_while_polled)
 
 	ASSERT_EQ(0, polled_driver(&d));
 	vring_close(&d);
-	EXPECT_TRUE(worker_settles(STALL_MS));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 	EXPECT_TRUE(module_unpinned());
 }
 
@@ -708,12 +650,12 @@ TEST_F(teardown, sigkill_owner_while_polled)
 			if (vring_stream(&d, 1000, 1, STALL_MS))
 				_exit(2);
 	}
-	EXPECT_TRUE(wait_polled(pid, 1, STALL_MS));
+	EXPECT_TRUE(vp_wait_polled(pid, 1, STALL_MS));
 	kill(pid, SIGKILL);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFSIGNALED(status));
 	EXPECT_EQ(0, vp_vq_sum(pid, -1, &sum, NULL));
-	EXPECT_TRUE(worker_settles(STALL_MS));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 	EXPECT_TRUE(module_unpinned());
 }
 
@@ -744,7 +686,7 @@ TEST_F(teardown, reconfigure_while_polled)
 	EXPECT_LE(2, sum.enters);
 	EXPECT_TRUE(vring_all_used_once(&d));
 	vring_close(&d);
-	EXPECT_TRUE(worker_settles(STALL_MS));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
 /* f. rmmod in the middle of a stream: the vq goes back to notifications
@@ -766,7 +708,7 @@ TEST_F(teardown, rmmod_mid_stream)
 			_exit(2);
 		_exit(vring_all_used_once(&d) ? 0 : 3);
 	}
-	EXPECT_TRUE(wait_polled(pid, 1, STALL_MS));
+	EXPECT_TRUE(vp_wait_polled(pid, 1, STALL_MS));
 	/* The module may be briefly busy (a debugfs reader): retry. */
 	for (tries = 0; tries < 100 && ret; tries++) {
 		ret = vp_unload();
@@ -788,7 +730,7 @@ TEST_F(teardown, rmmod_mid_stream)
  */
 TEST(debugfs_file_outlives_module)
 {
-	const char *why = setup_modules();
+	const char *why = vp_setup_modules();
 	int kmsg, status;
 	pid_t pid;
 
@@ -866,7 +808,7 @@ static int share_ring(struct vring_drv *d)
  */
 TEST_F(teardown, killed_owner_runs_no_handler)
 {
-	const unsigned int quiet_ms = jiffies_ms(20) > 200 ? jiffies_ms(20) : 200;
+	const unsigned int quiet_ms = vp_jiffies_ms(20) > 200 ? vp_jiffies_ms(20) : 200;
 	int to_heir[2], from[2], status, polled;
 	struct vp_vq_row sum;
 	long used = -1;
@@ -884,7 +826,7 @@ TEST_F(teardown, killed_owner_runs_no_handler)
 	if (f)
 		fclose(f);
 	/* Without the fix the vq would stay polled this long. */
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * vp_jiffy_hz()));
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	ASSERT_EQ(0, pipe(to_heir));
 	ASSERT_EQ(0, pipe(from));
@@ -921,11 +863,11 @@ TEST_F(teardown, killed_owner_runs_no_handler)
 	}
 	ASSERT_EQ(1, read(from[0], &c, 1));
 	ASSERT_EQ(1, read(from[0], &c, 1));
-	ASSERT_TRUE(wait_polled(owner, 1, STALL_MS));
+	ASSERT_TRUE(vp_wait_polled(owner, 1, STALL_MS));
 	ASSERT_EQ(0, kill(owner, SIGKILL));
 	ASSERT_EQ(owner, waitpid(owner, &status, 0));
 	/* Handed back at the poller's next visit, not after poll_stop_idle. */
-	EXPECT_TRUE(wait_polled(owner, 0, 1000));
+	EXPECT_TRUE(vp_wait_polled(owner, 0, 1000));
 	ASSERT_EQ(1, vp_vq_sum(owner, -1, &sum, &polled));
 	enters = sum.enters;
 
@@ -941,7 +883,7 @@ TEST_F(teardown, killed_owner_runs_no_handler)
 	ASSERT_LT(0, waitpid(-1, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	EXPECT_EQ(0, vp_vq_sum(owner, -1, &sum, NULL));
-	EXPECT_TRUE(worker_settles(STALL_MS));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
 /* A polled vhost-net queue with a busy-loop timeout (QEMU's poll-us) does
@@ -961,7 +903,7 @@ TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
 		SKIP(return, "needs 2 CPUs: on one, a wake-up ends the busy loop (UML)");
 	if (access("/dev/vhost-net", F_OK) || access("/dev/net/tun", F_OK))
 		SKIP(return, "no /dev/vhost-net or /dev/net/tun");
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 10 * vp_jiffy_hz()));
 	ASSERT_EQ(0, vring_open_dev(&net, VRING_NET, RING, true, 1 << 16));
 	s.index = net.index;
 	ASSERT_EQ(0, ioctl(net.fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s));
@@ -970,7 +912,7 @@ TEST_F(teardown, net_busy_loop_does_not_hold_the_poller)
 	ASSERT_EQ(0, vring_drain(&net, STALL_MS));
 	vring_post_kicked(&test, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_drain(&test, STALL_MS));
-	ASSERT_TRUE(wait_polled(getpid(), 2, STALL_MS));
+	ASSERT_TRUE(vp_wait_polled(getpid(), 2, STALL_MS));
 
 	for (i = 0; i < 5; i++) {
 		/* One frame: the poller queues the net handler for it. */
@@ -1107,7 +1049,7 @@ static int stuck_owner(enum stuck_how how, int in, int out)
 		for (i = 0; i < 8 * RATE_LOW; i++) {
 			vring_kick(&d);
 			if (i % (2 * RATE_LOW) == 2 * RATE_LOW - 1)
-				vp_sleep_us(1000000 / hz());
+				vp_sleep_us(1000000 / vp_jiffy_hz());
 		}
 	}
 	if (write(out, "s", 1) != 1 || read(in, &c, 1) != 1)
@@ -1208,7 +1150,7 @@ static void stuck_owner_holds_up_nobody(struct __test_metadata *_metadata,
 	}
 	/* Its held vq is no work: it leaves poll mode, the thread sleeps. */
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 2));
-	EXPECT_TRUE(worker_settles(STALL_MS))
+	EXPECT_TRUE(vp_worker_settles(STALL_MS))
 		TH_LOG("the shared thread polls or waits on the stuck owner");
 	b = fork();
 	ASSERT_LE(0, b);
@@ -1227,7 +1169,7 @@ static void stuck_owner_holds_up_nobody(struct __test_metadata *_metadata,
 	status = wait_child(a, 2 * STALL_MS);
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		TH_LOG("stuck owner once served: status 0x%x", status);
-	EXPECT_TRUE(worker_settles(STALL_MS));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
 TEST_F(teardown, stuck_handler_holds_up_nobody)
@@ -1431,7 +1373,6 @@ static int vring_open_iotlb(struct vring_drv *d, unsigned int num, __u64 max_buf
 	__u64 features = 1ULL << VIRTIO_RING_F_EVENT_IDX |
 			 1ULL << VIRTIO_F_ACCESS_PLATFORM;
 	__u64 backend = 1ULL << VHOST_BACKEND_F_IOTLB_MSG_V2, have;
-	struct vhost_vring_file f;
 	unsigned int i;
 	int ret;
 
@@ -1494,17 +1435,7 @@ static int vring_open_iotlb(struct vring_drv *d, unsigned int num, __u64 max_buf
 	ret = iotlb_msg(d, VHOST_IOTLB_UPDATE);
 	if (ret)
 		return ret;
-	ret = vring_place(d, d->arena);
-	if (ret)
-		return ret;
-	f.index = d->index;
-	f.fd = d->kick;
-	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
-		return -errno;
-	f.fd = d->call;
-	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
-		return -errno;
-	return vring_run(d, 1);
+	return vring_start(d);
 }
 
 /*
@@ -1517,7 +1448,7 @@ static int vring_open_iotlb(struct vring_drv *d, unsigned int num, __u64 max_buf
  */
 TEST_F(teardown, iotlb_miss_is_asked_once)
 {
-	const unsigned int window_ms = jiffies_ms(50);
+	const unsigned int window_ms = vp_jiffies_ms(50);
 	unsigned long long exits;
 	struct vp_vq_row sum;
 	struct vring_drv d;
@@ -1624,7 +1555,7 @@ TEST_F(teardown, trace_events_show_entries_and_exits)
 	/* In, then out when idle. */
 	ASSERT_EQ(0, poll_for_long(&d));
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 2));
-	ASSERT_TRUE(wait_polled(getpid(), 0, STALL_MS));
+	ASSERT_TRUE(vp_wait_polled(getpid(), 0, STALL_MS));
 	/* In again, then taken back by vhost. */
 	ASSERT_EQ(0, poll_for_long(&d));
 	f.index = d.index;
@@ -1708,20 +1639,7 @@ TEST_F(teardown, only_opted_in_drivers_attach)
 	close(fd);
 }
 
-/*
- * TEST_HARNESS_MAIN, after a look at the machine: when vhost_poll cannot
- * run here at all, the whole program is one skip (exit status KSFT_SKIP)
- * that a CI reports as such, not a pass made of skipped tests.
- */
 int main(int argc, char **argv)
 {
-	const char *why = NULL;
-
-	if (!vp_harness_lists(argc, argv))
-		why = vp_cannot_run_here(VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
-	if (why) {
-		ksft_print_header();
-		ksft_exit_skip("%s\n", why);
-	}
-	return test_harness_run(argc, argv);
+	return vp_harness_main(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
 }

@@ -79,51 +79,6 @@ static int storm_timeout(void)
 	return 30 + 2 * storm_n();
 }
 
-static int hz(void)
-{
-	int h = vp_hz();
-
-	/* 100 is the lowest HZ Kconfig offers: the longest jiffy. */
-	return h > 0 ? h : 100;
-}
-
-static unsigned int jiffies_ms(unsigned int j)
-{
-	return (j * 1000 + hz() - 1) / hz();
-}
-
-/* Load vhost-test and a fresh vhost_poll; a reason to skip, or NULL. */
-static const char *setup_modules(void)
-{
-	const char *why = vp_cannot_run();
-	int ret;
-
-	if (why)
-		return why;
-	ret = vp_load_vhost_test();
-	if (ret)
-		return "vhost_test.ko not found, or refused";
-	if (vp_loaded() && vp_unload())
-		return "vhost_poll is loaded and busy";
-	if (vp_load("poll_start_rate=0 poll_stop_idle=2"))
-		return NULL;	/* the test's own assertions report it */
-	return NULL;
-}
-
-/* Wait up to @ms for process @pid to have @want polled vqs. */
-static bool wait_polled(int pid, int want, unsigned int ms)
-{
-	struct vp_vq_row sum;
-	int polled;
-
-	for (; ms; ms--) {
-		if (vp_vq_sum(pid, -1, &sum, &polled) >= 0 && polled == want)
-			return true;
-		vp_sleep_ms(1);
-	}
-	return false;
-}
-
 /* Wait up to @ms for any vq of this process to be polled. */
 static bool wait_any_polled(unsigned int ms)
 {
@@ -132,19 +87,6 @@ static bool wait_any_polled(unsigned int ms)
 
 	for (; ms; ms--) {
 		if (vp_vq_sum(getpid(), -1, &sum, &polled) > 0 && polled)
-			return true;
-		vp_sleep_ms(1);
-	}
-	return false;
-}
-
-/* Wait until the worker polls nothing and sleeps. */
-static bool worker_settles(unsigned int ms)
-{
-	struct vp_worker w;
-
-	for (; ms; ms--) {
-		if (!vp_worker(&w) && !w.polled_vqs && vp_task_state(w.pid) == 'S')
 			return true;
 		vp_sleep_ms(1);
 	}
@@ -160,7 +102,7 @@ static bool storm_settles(void)
 {
 	if (vp_param_set("poll_stop_idle", 2))
 		return false;
-	return worker_settles(STALL_MS);
+	return vp_worker_settles(STALL_MS);
 }
 
 /* Unload vhost_poll, retrying for up to @ms while it is busy; 0 or -errno. */
@@ -399,13 +341,13 @@ FIXTURE_SETUP(storm)
 
 	/* From before the modules load: a splat while loading counts too. */
 	self->kmsg = vp_kmsg_open();
-	why = setup_modules();
+	why = vp_setup_modules();
 	if (why)
 		SKIP(return, "%s", why);
 	ASSERT_LE(0, self->kmsg);
 	ASSERT_TRUE(vp_loaded());
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz()));
 	self->n = storm_n();
 }
 
@@ -415,7 +357,7 @@ FIXTURE_TEARDOWN(storm)
 	if (vp_loaded())
 		EXPECT_EQ(0, unload_retry(1000, NULL));
 	/* The hand-backs queued at the unload run in the owners' workers. */
-	vp_sleep_ms(jiffies_ms(2) + 10);
+	vp_sleep_ms(vp_jiffies_ms(2) + 10);
 	EXPECT_EQ(0, kmsg_splats(_metadata, self->kmsg)) {
 		TH_LOG("the kernel logged a splat during the storm");
 	}
@@ -590,7 +532,7 @@ TEST_F_TIMEOUT(storm, sigkill_mid_stream, storm_timeout())
 			_exit(doomed_owner());
 		killed[i] = pid;
 		/* Polled, or not yet: it is killed either way. */
-		hot += wait_polled(pid, 1, 1000);
+		hot += vp_wait_polled(pid, 1, 1000);
 		/* At a different point of its stream each time. */
 		vp_sleep_us((i % 4) * 500);
 		ASSERT_EQ(0, kill(pid, SIGKILL));
@@ -676,7 +618,7 @@ TEST_F_TIMEOUT(storm, reconfigure_mid_stream, storm_timeout())
 	ASSERT_EQ(0, vring_open(&d, RING, true, SEGMENT));
 	vring_post_kicked(&d, 4 * RATE_LOW);
 	ASSERT_EQ(0, drain_timed(&d, &t));
-	ASSERT_TRUE(wait_polled(getpid(), 1, STALL_MS));
+	ASSERT_TRUE(vp_wait_polled(getpid(), 1, STALL_MS));
 	for (i = 0; i < ops; i++) {
 		how = i % RC_N;
 		ASSERT_EQ(0, make_room(&d, RECONF_ROUND, &t));
@@ -745,7 +687,7 @@ TEST_F_TIMEOUT(storm, param_storm, storm_timeout())
 	const unsigned int writes = self->n * 500 < 10000 ? self->n * 500 : 10000;
 	struct param_plan plan[2] = {
 		{ "poll_start_rate", rates, ARRAY_SIZE(rates), RATE_LOW, 0, 0 },
-		{ "poll_stop_idle", idles, ARRAY_SIZE(idles), hz(), 0, 0 },
+		{ "poll_stop_idle", idles, ARRAY_SIZE(idles), vp_jiffy_hz(), 0, 0 },
 	};
 	unsigned int bad_valid = 0, bad_invalid = 0, bad_read = 0, base[PARAM_STREAMERS];
 	struct streamer s[PARAM_STREAMERS];
@@ -789,7 +731,7 @@ TEST_F_TIMEOUT(storm, param_storm, storm_timeout())
 
 	/* Polling on again: every stream must go on, two whole chunks each. */
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
-	ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz()));
 	for (i = 0; i < PARAM_STREAMERS; i++)
 		base[i] = __atomic_load_n(&s[i].rounds, __ATOMIC_ACQUIRE);
 	t0 = vp_now_ms();
@@ -933,7 +875,7 @@ TEST_F_TIMEOUT(storm, hostile_rings, storm_timeout())
 		hot[how] += wait_other_polled(good_dev, 1000);
 		show_hostile(&h, how);
 		shown[how]++;
-		vp_sleep_ms(jiffies_ms(2));
+		vp_sleep_ms(vp_jiffies_ms(2));
 		if (other_row(getpid(), good_dev, &row) == 1 && !row.poll)
 			left[how]++;
 		vring_close(&h);
@@ -1004,25 +946,16 @@ static int drv_setup(struct vring_drv *d)
 {
 	__u64 features = 1ULL << VIRTIO_F_VERSION_1 |
 		(d->event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
-	struct vhost_vring_file f = { .index = d->index };
 	int ret;
 
 	if (ioctl(d->fd, VHOST_SET_OWNER, NULL) ||
 	    ioctl(d->fd, VHOST_SET_FEATURES, &features))
 		return -errno;
 	ret = vring_set_mem(d, d->arena, d->arena_len);
-	if (!ret)
-		ret = vring_place(d, d->arena);
 	if (ret)
 		return ret;
-	f.fd = d->kick;
-	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
-		return -errno;
-	f.fd = d->call;
-	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
-		return -errno;
 	/* The reset stopped vhost-test's backend: it runs only when told. */
-	return vring_run(d, 1);
+	return vring_start(d);
 }
 
 /* Buffers each side of a hand-over streams after its kicks. */
@@ -1345,7 +1278,7 @@ TEST_F_TIMEOUT(storm, migration_log, storm_timeout())
 	/* Polled when the migration starts: each step quiesces the vq. */
 	vring_post_kicked(&d, 4 * RATE_LOW);
 	ASSERT_EQ(0, drain_timed(&d, &t));
-	polled_at_start = wait_polled(getpid(), 1, 1000);
+	polled_at_start = vp_wait_polled(getpid(), 1, 1000);
 	base = l.base;
 	ASSERT_EQ(0, ioctl(d.fd, VHOST_SET_LOG_BASE, &base)) {
 		TH_LOG("VHOST_SET_LOG_BASE: %s", strerror(errno));
@@ -1379,7 +1312,7 @@ TEST_F_TIMEOUT(storm, migration_log, storm_timeout())
 		if (i % 3 == 2) {
 			/* Out of poll mode with the batch in flight, and on again. */
 			ASSERT_EQ(0, vp_param_set("poll_start_rate", 0));
-			left_poll += wait_polled(getpid(), 0, 1000);
+			left_poll += vp_wait_polled(getpid(), 0, 1000);
 			ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
 			toggled++;
 		}
@@ -1608,7 +1541,7 @@ TEST_F_TIMEOUT(storm, many_devices_memory, MEM_TIMEOUT)
 			TH_LOG("cycle %u: %d rows 1 s after every device closed", cycle + 1, left);
 		}
 		ASSERT_TRUE(storm_settles()) TH_LOG("cycle %u: the worker polls on", cycle + 1);
-		ASSERT_EQ(0, vp_param_set("poll_stop_idle", hz()));
+		ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz()));
 		vp_sleep_ms(MEM_SETTLE_MS);
 		slab[cycle] = meminfo_kb("Slab");
 		vmalloc = meminfo_kb("VmallocUsed");
@@ -1629,20 +1562,7 @@ TEST_F_TIMEOUT(storm, many_devices_memory, MEM_TIMEOUT)
 	munmap(p, MEM_PROCS * sizeof(*p));
 }
 
-/*
- * TEST_HARNESS_MAIN, after a look at the machine: when vhost_poll cannot
- * run here at all, the whole program is one skip (exit status KSFT_SKIP)
- * that a CI reports as such, not a pass made of skipped tests.
- */
 int main(int argc, char **argv)
 {
-	const char *why = NULL;
-
-	if (!vp_harness_lists(argc, argv))
-		why = vp_cannot_run_here(VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
-	if (why) {
-		ksft_print_header();
-		ksft_exit_skip("%s\n", why);
-	}
-	return test_harness_run(argc, argv);
+	return vp_harness_main(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/magic.h>
+#include "kselftest_harness.h"
 
 /* From include/uapi/linux/module.h, for C libraries older than 5.17's. */
 #ifndef MODULE_INIT_COMPRESSED_FILE
@@ -683,6 +684,82 @@ static inline bool vp_harness_lists(int argc, char **argv)
 		if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "-h"))
 			return true;
 	return false;
+}
+
+/* HZ of the kernel under test; 100, the longest jiffy Kconfig offers, if unknown. */
+static inline int vp_jiffy_hz(void)
+{
+	int h = vp_hz();
+
+	return h > 0 ? h : 100;
+}
+
+/* @j jiffies in milliseconds, rounded up. */
+static inline unsigned int vp_jiffies_ms(unsigned int j)
+{
+	return (j * 1000 + vp_jiffy_hz() - 1) / vp_jiffy_hz();
+}
+
+/* Wait up to @ms for process @pid to have @want polled vqs. */
+static inline bool vp_wait_polled(int pid, int want, unsigned int ms)
+{
+	struct vp_vq_row sum;
+	int polled;
+
+	for (; ms; ms--) {
+		if (vp_vq_sum(pid, -1, &sum, &polled) >= 0 && polled == want)
+			return true;
+		vp_sleep_ms(1);
+	}
+	return false;
+}
+
+/* Wait up to @ms until the worker polls nothing and sleeps. */
+static inline bool vp_worker_settles(unsigned int ms)
+{
+	struct vp_worker w;
+
+	for (; ms; ms--) {
+		if (!vp_worker(&w) && !w.polled_vqs && vp_task_state(w.pid) == 'S')
+			return true;
+		vp_sleep_ms(1);
+	}
+	return false;
+}
+
+/* Load vhost-test and a fresh vhost_poll; a reason to skip, or NULL. */
+static inline const char *vp_setup_modules(void)
+{
+	const char *why = vp_cannot_run();
+
+	if (why)
+		return why;
+	if (vp_load_vhost_test())
+		return "vhost_test.ko not found, or refused";
+	if (vp_loaded() && vp_unload())
+		return "vhost_poll is loaded and busy";
+	/* A failed load is the test's own assertions' to report. */
+	vp_load("poll_start_rate=0 poll_stop_idle=2");
+	return NULL;
+}
+
+/*
+ * TEST_HARNESS_MAIN, after a look at the machine: when vhost_poll cannot
+ * run here at all (@needs: VP_NEEDS_*), the whole program is one skip
+ * (exit status KSFT_SKIP) that a CI reports as such, not a pass made of
+ * skipped tests.
+ */
+static inline int vp_harness_main(int argc, char **argv, unsigned int needs)
+{
+	const char *why = NULL;
+
+	if (!vp_harness_lists(argc, argv))
+		why = vp_cannot_run_here(needs);
+	if (why) {
+		ksft_print_header();
+		ksft_exit_skip("%s\n", why);
+	}
+	return test_harness_run(argc, argv);
 }
 
 #endif /* VHOST_POLL_SELFTEST_H */

@@ -155,6 +155,27 @@ err:
 	return s;
 }
 
+/*
+ * Once the device has an owner, features and a memory table: lay the ring
+ * out in the arena, give vhost the kick and call eventfds, and start the
+ * backend. 0 or -errno.
+ */
+static inline int vring_start(struct vring_drv *d)
+{
+	struct vhost_vring_file f = { .index = d->index };
+	int ret = vring_place(d, d->arena);
+
+	if (ret)
+		return ret;
+	f.fd = d->kick;
+	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
+		return -errno;
+	f.fd = d->call;
+	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
+		return -errno;
+	return vring_run(d, 1);
+}
+
 /* Open vhost-test or vhost-net (@dev) with a ring of @num entries;
  * @max_bufs bounds the sequence numbers this driver can check. 0 or
  * -errno.
@@ -165,7 +186,6 @@ static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 	/* vhost-net: legacy header (10 bytes), the tap's default. */
 	__u64 features = (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
 		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
-	struct vhost_vring_file f;
 	size_t ring_len = vring_ring_len(num);
 	unsigned int i;
 	int ret;
@@ -212,17 +232,7 @@ static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 	ret = vring_set_mem(d, d->arena, d->arena_len);
 	if (ret)
 		return ret;
-	ret = vring_place(d, d->arena);
-	if (ret)
-		return ret;
-	f.index = d->index;
-	f.fd = d->kick;
-	if (ioctl(d->fd, VHOST_SET_VRING_KICK, &f))
-		return -errno;
-	f.fd = d->call;
-	if (ioctl(d->fd, VHOST_SET_VRING_CALL, &f))
-		return -errno;
-	return vring_run(d, 1);
+	return vring_start(d);
 }
 
 static inline int vring_open(struct vring_drv *d, unsigned int num,
