@@ -531,6 +531,7 @@ static inline int vp_load_vhost_test(void)
 /* What a test program needs besides vhost_poll.ko, for vp_cannot_run_here(). */
 #define VP_NEEDS_DEBUGFS	0x1	/* the counters under VP_DEBUGFS */
 #define VP_NEEDS_VHOST_TEST	0x2	/* /dev/vhost-test */
+#define VP_NEEDS_DEVICE		0x4	/* /dev/vhost-test, or vhost-net and tun */
 
 /* Whether /proc/kallsyms names @sym: 1, 0, or -errno if it cannot be read. */
 static inline int vp_kallsyms_has(const char *sym)
@@ -619,8 +620,8 @@ static inline const char *vp_refused_why(int err, int kmsg)
  * Why this test program cannot run on this machine, or NULL when it can:
  * what a CI should report as a skip of the whole program rather than as a
  * pass made of skipped tests, or as failures. Loads vhost_poll.ko once to
- * find out, and unloads it; with VP_NEEDS_VHOST_TEST, leaves vhost_test
- * loaded.
+ * find out, and unloads it; with VP_NEEDS_VHOST_TEST (or VP_NEEDS_DEVICE,
+ * if it can), leaves vhost_test loaded.
  */
 static inline const char *vp_cannot_run_here(unsigned int needs)
 {
@@ -659,6 +660,11 @@ static inline const char *vp_cannot_run_here(unsigned int needs)
 		if (missing)
 			return missing;
 	}
+	/* vhost-net will do for the tests that have a vhost-net variant. */
+	if ((needs & VP_NEEDS_DEVICE) && vp_load_vhost_test() &&
+	    (access("/dev/vhost-net", F_OK) || access("/dev/net/tun", F_OK)))
+		return vp_test_ko() ? "vhost_test.ko refused; no /dev/vhost-net or /dev/net/tun" :
+		       "no vhost_test.ko; no /dev/vhost-net or /dev/net/tun";
 	if (needs & VP_NEEDS_VHOST_TEST) {
 		ret = vp_load_vhost_test();
 		if (ret && !vp_test_ko())
@@ -727,15 +733,18 @@ static inline bool vp_worker_settles(unsigned int ms)
 	return false;
 }
 
-/* Load vhost-test and a fresh vhost_poll; a reason to skip, or NULL. */
-static inline const char *vp_setup_modules(void)
+/*
+ * Load a fresh vhost_poll, and vhost-test if @vhost_test (only the tests
+ * that drive it load it); a reason to skip, or NULL.
+ */
+static inline const char *vp_setup_modules(bool vhost_test)
 {
 	const char *why = vp_cannot_run();
 
 	if (why)
 		return why;
-	if (vp_load_vhost_test())
-		return "vhost_test.ko not found, or refused";
+	if (vhost_test && vp_load_vhost_test())
+		return vp_test_ko() ? "vhost_test.ko refused" : VP_TEST_KO_MISSING;
 	if (vp_loaded() && vp_unload())
 		return "vhost_poll is loaded and busy";
 	/* A failed load is the test's own assertions' to report. */

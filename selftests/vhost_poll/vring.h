@@ -316,6 +316,19 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 }
 
 /*
+ * Whether the device asks to be kicked for the next buffer: notifications
+ * are on (VRING_USED_F_NO_NOTIFY clear, or avail_event caught up).
+ */
+static inline bool vring_wants_kick(struct vring_drv *d)
+{
+	vr_mb();
+	if (d->event_idx)
+		return __atomic_load_n(&vring_avail_event(&d->vr), __ATOMIC_ACQUIRE) ==
+		       d->avail_idx;
+	return !(__atomic_load_n(&d->vr.used->flags, __ATOMIC_ACQUIRE) & VRING_USED_F_NO_NOTIFY);
+}
+
+/*
  * Post @n buffers one at a time, kicking after each whatever the device
  * asked (a driver may always notify): @n kicks in a row, the load that
  * makes the rate in any time model, simulated time included.
