@@ -24,7 +24,7 @@ module! {
         poll_start_rate: u32 {
             default: 0,
             permissions: 0o644,
-            description: "Start polling a virtqueue at this many kicks in one jiffy (0 = never poll)",
+            description: "Kicks in one jiffy that start polling a virtqueue (0 = never poll)",
         },
         poll_stop_idle: u32 {
             default: 2,
@@ -61,8 +61,8 @@ impl kernel::Module for VhostPoll {
         })?;
         pr_info!(
             "loaded: poll_start_rate={} poll_stop_idle={}\n",
-            module_parameters::poll_start_rate.get(),
-            module_parameters::poll_stop_idle.get()
+            module_parameters::poll_start_rate.value(),
+            module_parameters::poll_stop_idle.value()
         );
         Ok(VhostPoll {
             _registration: registration,

@@ -56,7 +56,7 @@ impl VqState {
             return;
         }
         c.notify_work.fetch_add(1, Relaxed);
-        let rate = crate::module_parameters::poll_start_rate.get();
+        let rate = crate::module_parameters::poll_start_rate.value();
         if rate == 0 {
             return;
         }

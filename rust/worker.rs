@@ -53,7 +53,7 @@ fn pause() {
 
 /// The current jiffy, as the policy counts time.
 pub(crate) fn now() -> usize {
-    jiffies() as usize
+    jiffies().raw() as usize
 }
 
 /// The worker's bookkeeping for one virtqueue.
@@ -119,7 +119,10 @@ impl Shared {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                inner <- new_mutex!(Inner { entries: KVec::new(), next_dev: 0 }, "vhost_poll::inner"),
+                inner <- new_mutex!(
+                    Inner { entries: KVec::new(), next_dev: 0 },
+                    "vhost_poll::inner"
+                ),
                 served <- new_condvar!("vhost_poll::served"),
                 pending: AtomicBool::new(false),
                 task: AtomicPtr::new(core::ptr::null_mut()),
@@ -357,7 +360,7 @@ fn stop(shared: &Shared, e: &mut Entry, why: StopReason) {
 /// its handlers took buffers since the last visit.
 fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
     // Switched off, or taken back by vhost (quiesce).
-    if crate::module_parameters::poll_start_rate.get() == 0 {
+    if crate::module_parameters::poll_start_rate.value() == 0 {
         stop(shared, e, StopReason::Off);
         return false;
     }
@@ -400,7 +403,7 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
     c.empty_polls.fetch_add(1, Relaxed);
     e.idle.empty();
     if e.idle
-        .stops(now(), crate::module_parameters::poll_stop_idle.get())
+        .stops(now(), crate::module_parameters::poll_stop_idle.value())
     {
         stop(shared, e, StopReason::Idle);
     }
@@ -420,7 +423,7 @@ impl Shared {
         // and the worker slept with the request pending; later kicks see
         // `want_poll` set and do not wake it.
         self.pending.swap(false, Acquire);
-        let rate_on = crate::module_parameters::poll_start_rate.get() != 0;
+        let rate_on = crate::module_parameters::poll_start_rate.value() != 0;
         let mut served = false;
         for slot in inner.entries.as_mut_slice() {
             let Some(e) = slot else { continue };
