@@ -26,9 +26,8 @@ impl ShowFile for Vqs {
         let mut res = Ok(());
         self.0.for_each_vq(|vq, polled| {
             let c = &vq.counters;
-            // SAFETY: `for_each_vq` shows only vqs in the worker's table,
-            // which are attached: detach takes them out first.
-            let pid = unsafe { vq.vq.owner() };
+            // 0 once vhost detached it (the table is behind by a step).
+            let pid = vq.vq.access().map_or(0, |vq| vq.owner());
             if res.is_ok() {
                 res = writeln!(
                     m,

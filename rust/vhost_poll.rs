@@ -45,11 +45,15 @@ struct VhostPoll {
 
 impl kernel::Module for VhostPoll {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let shared = worker::Shared::new()?;
-        let thread_shared = shared.clone();
-        let worker = KThread::run(c_str!("vhost-poll"), move || worker::run(thread_shared))
-            .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
-        shared.set_task(worker.task());
+        // The thread first: the shared state keeps its task, to wake it.
+        let handoff = worker::Handoff::new()?;
+        let thread_handoff = handoff.clone();
+        let worker = KThread::run(c_str!("vhost-poll"), move || {
+            worker::run_when_given(thread_handoff)
+        })
+        .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
+        let shared = worker::Shared::new(worker.task().into())?;
+        handoff.give(shared.clone());
         let stats = stats::Stats::new(&shared)
             .inspect_err(|e| pr_warn!("no counters in debugfs: {:?}\n", e))
             .ok();

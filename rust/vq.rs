@@ -28,8 +28,7 @@ pub(crate) struct VqCounters {
 
 /// The module's view of one virtqueue.
 pub(crate) struct VqState {
-    /// vhost's virtqueue. Valid until the poller's detach for it returns:
-    /// the worker removes this state from its table before that.
+    /// vhost's virtqueue: a handle, revoked when vhost detaches it.
     pub(crate) vq: Vq,
     /// The device's number in the counters, the same for all its vqs.
     pub(crate) dev: u32,

@@ -14,22 +14,28 @@
 //! Locking: `inner` is held by the worker for each step (serving requests,
 //! one visit of one vq) and released between steps. No step sleeps or
 //! waits: a visit only tries the vq's mutex and reads the ring with page
-//! faults off. So vhost's detach, which waits for the worker to let a vq
-//! go (under the mutex every vhost open and close takes), waits for one
-//! short step at most. Kicks and quiesce take no lock.
+//! faults off. So vhost's detach, which takes the vq out of the table
+//! (under the mutex every vhost open and close takes), waits for one short
+//! step at most; it does not wait for the worker to leave the owner's
+//! address space, on which the worker holds a user reference of its own.
+//! Kicks and quiesce take no lock. A vq is reached only through its
+//! handle's guard (`Vq::access`), which vhost's detach revokes: the order
+//! is `inner`, then the guard's lock, then (tried only) the vq's mutex.
 
 use crate::policy::{Idle, RoundRobin};
 use crate::vq::{VqCounters, VqState};
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64};
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     kthread::{self, MmUse},
-    new_condvar, new_mutex,
+    mm::MmWithUser,
+    new_mutex,
     prelude::*,
-    sync::{Arc, ArcBorrow, CondVar, Mutex},
+    sync::{Arc, ArcBorrow, Mutex},
     task::Task,
     time::{delay, jiffies, Ktime},
+    types::ARef,
     vhost_poller::{Poller, StopReason, Vq},
 };
 
@@ -62,8 +68,6 @@ struct Entry {
     /// In poll mode (the worker's view; `vq.polled` mirrors it for kicks).
     polled: bool,
     idle: Idle,
-    /// vhost asked for the vq to be forgotten.
-    detach: bool,
 }
 
 struct Inner {
@@ -103,40 +107,29 @@ pub(crate) struct WorkerCounters {
 pub(crate) struct Shared {
     #[pin]
     inner: Mutex<Inner>,
-    /// Signalled when the worker has served a request.
-    #[pin]
-    served: CondVar,
     /// A kick reached the rate, or a request waits: the worker has work.
     pending: AtomicBool,
-    /// The worker thread, set once before vhost can call us.
-    task: AtomicPtr<Task>,
-    /// The address space the worker uses, if any (as an address).
-    worker_mm: AtomicUsize,
+    /// The worker thread, to wake.
+    task: ARef<Task>,
     pub(crate) counters: WorkerCounters,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    /// The state shared with worker thread `task`, which `Handoff` then
+    /// gives it.
+    pub(crate) fn new(task: ARef<Task>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 inner <- new_mutex!(
                     Inner { entries: KVec::new(), next_dev: 0 },
                     "vhost_poll::inner"
                 ),
-                served <- new_condvar!("vhost_poll::served"),
                 pending: AtomicBool::new(false),
-                task: AtomicPtr::new(core::ptr::null_mut()),
-                worker_mm: AtomicUsize::new(0),
+                task,
                 counters: WorkerCounters::default(),
             }),
             GFP_KERNEL,
         )
-    }
-
-    /// Records the worker thread, which must outlive the registration with
-    /// vhost.
-    pub(crate) fn set_task(&self, task: &Task) {
-        self.task.store((task as *const Task).cast_mut(), Release);
     }
 
     /// Wakes the worker, for the requests the caller made before (a
@@ -151,17 +144,11 @@ impl Shared {
         // again before it sleeps. A plain store here would let the worker's
         // swap read another waker's `true` and miss our request for good.
         self.pending.swap(true, Release);
-        let task = self.task.load(Acquire);
-        if !task.is_null() {
-            // `wake_up_process()` orders the swap above before its read of
-            // the task's state (a full barrier), as `set_current_state()` in
-            // `sleep_unless` orders the worker's state before its read of
-            // `pending`: the worker sees `pending` or is woken.
-            // SAFETY: `set_task` stored a task that outlives the vhost
-            // registration, and only vhost's callbacks, which end with the
-            // registration, and the worker itself call `wake`.
-            unsafe { (*task).wake_up() };
-        }
+        // `wake_up_process()` orders the swap above before its read of the
+        // task's state (a full barrier), as `set_current_state()` in
+        // `sleep_unless` orders the worker's state before its read of
+        // `pending`: the worker sees `pending` or is woken.
+        self.task.wake_up();
     }
 
     /// Calls `f` for each virtqueue, in table order, under the lock, with
@@ -179,16 +166,14 @@ impl Poller for Shared {
 
     fn attach(this: ArcBorrow<'_, Self>, vq: Vq) -> Option<Arc<VqState>> {
         let mut inner = this.inner.lock();
-        // SAFETY: vhost is attaching `vq`: it is alive.
-        let (device, index) = unsafe { (vq.device(), vq.index()) };
+        // vhost is attaching `vq`: it is alive.
+        let (device, index) = vq.access().map(|vq| (vq.device(), vq.index()))?;
         let dev = inner
             .entries
             .as_slice()
             .iter()
             .flatten()
-            // SAFETY: Entries in the table are attached: detach removes
-            // them under `inner`, which we hold.
-            .find(|e| unsafe { e.vq.vq.device() } == device)
+            .find(|e| e.vq.vq.access().is_some_and(|vq| vq.device() == device))
             .map(|e| e.vq.dev)
             .unwrap_or_else(|| {
                 // A number for the counters only: after 2^32 devices it
@@ -214,7 +199,6 @@ impl Poller for Shared {
             vq: state.clone(),
             polled: false,
             idle: Idle::new(now()),
-            detach: false,
         };
         // Reuse a free slot before growing the table.
         if let Some(slot) = inner
@@ -252,34 +236,26 @@ impl Poller for Shared {
         let shared = &data.shared;
         let mut inner = shared.inner.lock();
         let Some(i) = inner.find(&data) else { return };
-        if let Some(e) = inner.entries.as_mut_slice()[i].as_mut() {
-            // vhost takes the vq out of poll mode itself; this keeps the
-            // counters right.
-            stop(shared, e, StopReason::Detach);
-        }
-        // SAFETY: vhost is detaching the vq: it is still alive.
-        let mm = unsafe { data.vq.mm() }.map_or(0, |mm| mm.as_ptr() as usize);
-        if mm == 0 || shared.worker_mm.load(Acquire) != mm {
-            inner.entries.as_mut_slice()[i] = None;
-            return;
-        }
-        // The worker is in the address space vhost is about to release:
-        // it leaves it at its next step, which neither sleeps nor waits.
-        if let Some(e) = inner.entries.as_mut_slice()[i].as_mut() {
-            e.detach = true;
-        }
-        shared.wake();
-        while inner.find(&data).is_some() {
-            shared.served.wait(&mut inner);
+        if let Some(slot) = inner.entries.as_mut_slice().get_mut(i) {
+            if let Some(e) = slot.as_mut() {
+                // vhost takes the vq out of poll mode itself; this keeps
+                // the counters right.
+                stop(shared, e, StopReason::Detach);
+            }
+            // The worker may still be in the owner's address space: it
+            // holds a user reference of its own, so vhost may let go of
+            // its own now, and the worker leaves at its next switch or
+            // sleep.
+            *slot = None;
         }
     }
 }
 
 /// The address space the worker is in, switched only when the next vq
-/// needs another one.
+/// needs another one. It holds a user reference on it.
 struct MmCursor<'a> {
     shared: &'a Shared,
-    current: Option<MmUse<'static>>,
+    current: Option<MmUse>,
 }
 
 impl<'a> MmCursor<'a> {
@@ -290,39 +266,32 @@ impl<'a> MmCursor<'a> {
         }
     }
 
-    /// Enters the address space of `vq`, if it has one.
-    ///
-    /// # Safety
-    ///
-    /// `vq` is attached, and the worker leaves its address space (`leave`)
-    /// before acknowledging the vq's detach.
-    unsafe fn enter(&mut self, vq: &VqState) -> Option<&MmUse<'static>> {
-        // SAFETY: Per the function's safety requirements, `vq.vq` is alive.
-        let mm = unsafe { vq.vq.mm() }?;
-        if self.current.as_ref().is_some_and(|u| u.mm() == mm) {
-            return self.current.as_ref();
+    /// Enters address space `mm` (the worker's own reference on it), or
+    /// stays in it. May sleep (a reference dropped may be the last): call
+    /// it holding no vq guard.
+    fn enter(&mut self, mm: ARef<MmWithUser>) -> Option<&MmUse> {
+        if !self
+            .current
+            .as_ref()
+            .is_some_and(|u| core::ptr::eq(u.mm(), &*mm))
+        {
+            self.leave();
+            self.shared.counters.mm_switches.fetch_add(1, Relaxed);
+            self.current = MmUse::new(mm).ok();
         }
-        self.leave();
-        self.shared.counters.mm_switches.fetch_add(1, Relaxed);
-        self.shared.worker_mm.store(mm.as_ptr() as usize, Release);
-        // SAFETY: The worker is a kernel thread using no address space
-        // (`leave` above); vhost holds a user reference on `mm` until the
-        // vq is detached, and per this function's safety requirements the
-        // worker has left `mm` before then.
-        self.current = Some(unsafe { MmUse::new(mm) });
         self.current.as_ref()
     }
 
+    /// Leaves the address space. May sleep, as `enter`.
     fn leave(&mut self) {
         self.current = None;
-        self.shared.worker_mm.store(0, Release);
     }
 }
 
 /// Puts `e` in poll mode: its own worker turns notifications off.
 fn start(shared: &Shared, e: &mut Entry) {
-    // SAFETY: `e` is in the table, so attached: detach removes it first.
-    if unsafe { e.vq.vq.start() }.is_err() {
+    // Detached meanwhile, or no worker: leave it alone.
+    if !e.vq.vq.access().is_some_and(|vq| vq.start().is_ok()) {
         return;
     }
     e.polled = true;
@@ -344,8 +313,10 @@ fn stop(shared: &Shared, e: &mut Entry, why: StopReason) {
     if !e.polled {
         return;
     }
-    // SAFETY: As in `start`.
-    unsafe { e.vq.vq.stop(why) };
+    // Detached meanwhile: vhost took it out of poll mode itself.
+    if let Some(vq) = e.vq.vq.access() {
+        vq.stop(why);
+    }
     // Kicks from here on are notifications, and count toward a start.
     // Until now they were kicks of a polled vq, which count for nothing.
     e.vq.polled.store(false, Relaxed);
@@ -368,16 +339,17 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
         stop(shared, e, StopReason::Quiesce);
         return false;
     }
-    // SAFETY: As in `start`; the worker leaves the address space before
-    // acknowledging a detach (`serve`).
-    let Some(mmu) = (unsafe { mm.enter(&e.vq) }) else {
+    // The owner's address space, entered without a guard held (it may
+    // sleep); then the ring, under a guard. Detached in between: gone.
+    let owner_mm = e.vq.vq.access().and_then(|vq| vq.mm());
+    let Some(mmu) = owner_mm.and_then(|owner_mm| mm.enter(owner_mm)) else {
         // No owner, so no ring: nothing to poll.
         stop(shared, e, StopReason::Error);
         return false;
     };
     let c = &e.vq.counters;
-    // SAFETY: As above; `mmu` is the vq's address space.
-    let taken = match unsafe { e.vq.vq.poll(mmu) } {
+    let polled = e.vq.vq.access().map(|vq| vq.poll(mmu));
+    let taken = match polled.unwrap_or(Err(ENODEV)) {
         // Work is buffers taken, not buffers seen: a hostile driver can
         // show buffers nobody can take (an invalid head) at every visit.
         // A vq that was held (its handler running, an ioctl, a handler
@@ -413,7 +385,7 @@ fn visit(shared: &Shared, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
 impl Shared {
     /// Serves the requests of vhost and starts polling the vqs whose kicks
     /// reached the rate. Called with `inner` held.
-    fn serve(&self, inner: &mut Inner, mm: &mut MmCursor<'_>) {
+    fn serve(&self, inner: &mut Inner) {
         // Acquire, and a read-modify-write, pairing with the `Release` swap
         // in `wake`: see there. It must come before the reads of
         // `want_poll` below, which `Acquire` guarantees. The relaxed store
@@ -424,35 +396,24 @@ impl Shared {
         // `want_poll` set and do not wake it.
         self.pending.swap(false, Acquire);
         let rate_on = crate::module_parameters::poll_start_rate.value() != 0;
-        let mut served = false;
-        for slot in inner.entries.as_mut_slice() {
-            let Some(e) = slot else { continue };
-            if e.detach {
-                stop(self, e, StopReason::Detach);
-                served = true;
-                // vhost may release the address space once we answer.
-                mm.leave();
-                *slot = None;
-            } else {
-                if e.polled && !e.vq.polled.load(Relaxed) {
-                    // vhost took it back (quiesce): settle the books.
-                    stop(self, e, StopReason::Quiesce);
-                }
-                if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
-                    start(self, e);
-                }
+        for e in inner.entries.as_mut_slice().iter_mut().flatten() {
+            if e.polled && !e.vq.polled.load(Relaxed) {
+                // vhost took it back (quiesce): settle the books.
+                stop(self, e, StopReason::Quiesce);
             }
-        }
-        if served {
-            self.served.notify_all();
+            if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
+                start(self, e);
+            }
         }
     }
 
     /// Returns every polled vq to notification mode (the module unloads).
     fn stop_all(&self, mm: &mut MmCursor<'_>) {
-        let mut inner = self.inner.lock();
-        for e in inner.entries.as_mut_slice().iter_mut().flatten() {
-            stop(self, e, StopReason::Off);
+        {
+            let mut inner = self.inner.lock();
+            for e in inner.entries.as_mut_slice().iter_mut().flatten() {
+                stop(self, e, StopReason::Off);
+            }
         }
         mm.leave();
     }
@@ -470,8 +431,8 @@ impl Shared {
     }
 }
 
-/// The worker thread's body.
-pub(crate) fn run(shared: Arc<Shared>) {
+/// The worker's loop.
+fn run(shared: Arc<Shared>) {
     let pid = current!().pid();
     shared.counters.pid.store(pid.into(), Relaxed);
     shared
@@ -483,7 +444,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
     while !kthread::should_stop() {
         let polled = {
             let mut inner = shared.inner.lock();
-            shared.serve(&mut inner, &mut mm);
+            shared.serve(&mut inner);
             shared.counters.polled_vqs.load(Relaxed)
         };
         if polled == 0 {
@@ -521,4 +482,50 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
     shared.stop_all(&mut mm);
     shared.period(true);
+}
+
+/// How the worker thread gets its `Shared`, which needs the thread's task
+/// (to wake it) and so is made after the thread.
+#[pin_data]
+pub(crate) struct Handoff {
+    #[pin]
+    shared: Mutex<Option<Arc<Shared>>>,
+    given: AtomicBool,
+}
+
+impl Handoff {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                shared <- new_mutex!(None, "vhost_poll::handoff"),
+                given: AtomicBool::new(false),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Gives the worker `shared` and wakes it.
+    pub(crate) fn give(&self, shared: Arc<Shared>) {
+        *self.shared.lock() = Some(shared.clone());
+        // Release: the store above before the flag the worker checks.
+        self.given.store(true, Release);
+        shared.task.wake_up();
+    }
+}
+
+/// The worker thread's body: waits for its `Shared`, then runs; returns
+/// at once if stopped before it got one.
+pub(crate) fn run_when_given(handoff: Arc<Handoff>) {
+    loop {
+        // Acquire: pairs with `give`'s `Release` store.
+        if handoff.given.load(Acquire) {
+            if let Some(shared) = handoff.shared.lock().take() {
+                return run(shared);
+            }
+        }
+        if kthread::should_stop() {
+            return;
+        }
+        kthread::sleep_unless(|| handoff.given.load(Acquire));
+    }
 }

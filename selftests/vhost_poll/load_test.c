@@ -47,7 +47,7 @@ TEST(in_tree_rust_sample_loads)
 TEST(modinfo_describes_parameters)
 {
 	static const char *const want[] = {
-		"parm=poll_start_rate:Start polling",
+		"parm=poll_start_rate:Kicks in one jiffy",
 		"parmtype=poll_start_rate:uint",
 		"parm=poll_stop_idle:Stop polling",
 		"parmtype=poll_stop_idle:uint",
