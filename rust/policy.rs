@@ -121,10 +121,12 @@ impl RoundRobin {
     pub fn next(&mut self, len: usize) -> Option<usize> {
         if len == 0 || self.step >= len {
             self.step = 0;
-            self.start = if len == 0 { 0 } else { (self.start + 1) % len };
+            // `start < len` after the first pass, so `start + 1 <= len`.
+            self.start = if len == 0 { 0 } else { (self.start % len + 1) % len };
             return None;
         }
         let index = (self.start % len + self.step) % len;
+        // `step < len` (checked above): the sum cannot overflow.
         self.step += 1;
         Some(index)
     }

@@ -9,9 +9,15 @@
 
 use kernel::{c_str, kthread::KThread, prelude::*, vhost_poller::Registration};
 
+mod clock;
+mod counters;
 pub mod policy;
+mod poller;
 mod stats;
+mod table;
+mod visit;
 mod vq;
+mod waker;
 mod worker;
 
 module! {

@@ -4,7 +4,7 @@
 //! hook that counts its rate.
 
 use crate::policy::{starts_polling, RateTracker};
-use crate::worker::Shared;
+use crate::waker::Waker;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use kernel::{sync::Arc, vhost_poller::Vq};
 
@@ -41,7 +41,8 @@ pub(crate) struct VqState {
     /// Set by a kick that reached `poll_start_rate`, taken by the worker.
     pub(crate) want_poll: AtomicBool,
     pub(crate) counters: VqCounters,
-    pub(crate) shared: Arc<Shared>,
+    /// Wakes the worker when the rate is reached.
+    pub(crate) waker: Arc<Waker>,
 }
 
 impl VqState {
@@ -59,13 +60,13 @@ impl VqState {
         if rate == 0 {
             return;
         }
-        let count = self.rate.record(crate::worker::now());
-        // Relaxed: `wake`'s `Release` swap of `pending` orders this store
-        // before it, for the worker's `Acquire` swap in `serve`. Only the
+        let count = self.rate.record(crate::clock::now());
+        // Relaxed: `Waker::wake`'s `Release` swap orders this store before
+        // it, for the worker's `Acquire` swap in `Waker::take`. Only the
         // kick that sets the flag wakes the worker; that is safe because the
         // worker cannot miss a flag whose setter woke it (see `wake`).
         if starts_polling(count, rate) && !self.want_poll.swap(true, Relaxed) {
-            self.shared.wake();
+            self.waker.wake();
         }
     }
 }

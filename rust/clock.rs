@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Time as the module counts it, and how an empty pass lets it go by.
+
+use kernel::time::{delay, jiffies};
+
+/// How long a pass that found no work pauses, in microseconds.
+const EMPTY_PASS_PAUSE_US: u32 = 2;
+
+/// Lets a pass's pause go by. A busy wait on hardware: a sleep would cost
+/// a wake-up, and the thread polls to be there at once. A sleep on UML:
+/// with simulated time (`time-travel=inf-cpu`) a busy wait charges the
+/// time to this thread, which the scheduler then keeps off the CPU for as
+/// long as tasks that ran in no simulated time stay runnable, while a sleep
+/// moves the clock, and so `jiffies`, charged to no task. The worker is a
+/// kernel thread outside atomic context: it may sleep.
+pub(crate) fn pause() {
+    if cfg!(CONFIG_UML) {
+        delay::usleep_idle(EMPTY_PASS_PAUSE_US);
+    } else {
+        delay::ndelay(EMPTY_PASS_PAUSE_US * 1000);
+    }
+}
+
+/// The current jiffy, as the policy counts time (a wrapping `usize`: the
+/// policy builds on the host too, without the kernel's `JiffiesInstant`).
+pub(crate) fn now() -> usize {
+    jiffies().raw() as usize
+}

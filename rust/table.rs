@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The worker's table of the virtqueues vhost has shown the module.
+
+use crate::policy::Idle;
+use crate::vq::VqState;
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KVec},
+    prelude::*,
+    sync::Arc,
+};
+
+/// The worker's bookkeeping for one virtqueue.
+pub(crate) struct Entry {
+    pub(crate) vq: Arc<VqState>,
+    /// In poll mode (the worker's view; `vq.polled` mirrors it for kicks).
+    pub(crate) polled: bool,
+    pub(crate) idle: Idle,
+}
+
+/// The table, behind `Shared::inner`.
+///
+/// # Invariants
+///
+/// Each attached virtqueue the module follows has exactly one entry,
+/// from its `attach` until its `detach`; a slot is `None` once its
+/// virtqueue was detached, and is reused by a later attach. The number
+/// of entries with `polled` set is `WorkerCounters::polled_vqs`.
+pub(crate) struct Inner {
+    entries: KVec<Option<Entry>>,
+    /// The last device number given out, for the counters.
+    next_dev: u32,
+}
+
+impl Inner {
+    pub(crate) fn new() -> Self {
+        // INVARIANT: No virtqueue is followed yet, and none is polled.
+        Self {
+            entries: KVec::new(),
+            next_dev: 0,
+        }
+    }
+
+    /// The slot of `vq`'s entry.
+    pub(crate) fn find(&self, vq: &VqState) -> Option<usize> {
+        self.entries
+            .as_slice()
+            .iter()
+            .position(|e| e.as_ref().is_some_and(|e| core::ptr::eq(&*e.vq, vq)))
+    }
+
+    /// The counters' number of device `device` (as `VqGuard::device`
+    /// gives it): the one its other virtqueues have, or a new one.
+    pub(crate) fn dev_number(&mut self, device: usize) -> u32 {
+        let known = self
+            .iter()
+            .find(|e| e.vq.vq.access().is_some_and(|vq| vq.device() == device))
+            .map(|e| e.vq.dev);
+        known.unwrap_or_else(|| {
+            // A number for the counters only: after 2^32 devices it
+            // wraps, and two devices may then share one.
+            self.next_dev = self.next_dev.wrapping_add(1);
+            self.next_dev
+        })
+    }
+
+    /// Adds the entry of a virtqueue being attached, in a free slot if
+    /// there is one.
+    pub(crate) fn insert(&mut self, entry: Entry) -> Result {
+        // INVARIANT: Called once per attach, with an entry not polled.
+        if let Some(slot) = self.entries.as_mut_slice().iter_mut().find(|e| e.is_none()) {
+            *slot = Some(entry);
+            return Ok(());
+        }
+        self.entries.push(Some(entry), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The entry in `slot`, if any.
+    pub(crate) fn get_mut(&mut self, slot: usize) -> Option<&mut Entry> {
+        self.entries.as_mut_slice().get_mut(slot)?.as_mut()
+    }
+
+    /// Forgets the entry in `slot` (its virtqueue is being detached). The
+    /// caller stopped polling it first.
+    pub(crate) fn remove(&mut self, slot: usize) {
+        if let Some(slot) = self.entries.as_mut_slice().get_mut(slot) {
+            // INVARIANT: The entry is not polled (the caller stopped it),
+            // so the count of polled entries is unchanged.
+            *slot = None;
+        }
+    }
+
+    /// The number of slots, for the round robin.
+    pub(crate) fn slots(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.as_slice().iter().flatten()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        self.entries.as_mut_slice().iter_mut().flatten()
+    }
+}

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Entering, visiting and leaving poll mode: what the worker does to one
+//! virtqueue, and the address space it does it in.
+
+use crate::clock::now;
+use crate::counters::WorkerCounters;
+use crate::policy::Idle;
+use crate::table::Entry;
+use core::sync::atomic::Ordering::Relaxed;
+use kernel::{kthread::MmUse, mm::MmWithUser, prelude::*, types::ARef, vhost_poller::StopReason};
+
+/// The address space the worker is in, switched only when the next vq
+/// needs another one. It holds a user reference on it.
+pub(crate) struct MmCursor<'a> {
+    counters: &'a WorkerCounters,
+    current: Option<MmUse>,
+}
+
+impl<'a> MmCursor<'a> {
+    pub(crate) fn new(counters: &'a WorkerCounters) -> Self {
+        Self {
+            counters,
+            current: None,
+        }
+    }
+
+    /// Enters address space `mm` (the worker's own reference on it), or
+    /// stays in it. May sleep (a reference dropped may be the last): call
+    /// it holding no vq guard.
+    fn enter(&mut self, mm: ARef<MmWithUser>) -> Option<&MmUse> {
+        if !self
+            .current
+            .as_ref()
+            .is_some_and(|u| core::ptr::eq(u.mm(), &*mm))
+        {
+            self.leave();
+            self.counters.mm_switches.fetch_add(1, Relaxed);
+            self.current = MmUse::new(mm).ok();
+        }
+        self.current.as_ref()
+    }
+
+    /// Leaves the address space. May sleep, as `enter`.
+    pub(crate) fn leave(&mut self) {
+        self.current = None;
+    }
+}
+
+/// Puts `e` in poll mode: its own worker turns notifications off.
+pub(crate) fn start(c: &WorkerCounters, e: &mut Entry) {
+    // Detached meanwhile, or no worker: leave it alone.
+    if !e.vq.vq.access().is_some_and(|vq| vq.start().is_ok()) {
+        return;
+    }
+    e.polled = true;
+    e.vq.polled.store(true, Relaxed);
+    // Kicks that reached the rate while polling was being started asked
+    // for what just happened; kicks from now on do not count. Left set, the
+    // request would start polling again right after the next exit.
+    e.vq.want_poll.store(false, Relaxed);
+    e.idle = Idle::new(now());
+    e.vq.counters.enters.fetch_add(1, Relaxed);
+    c.polled_vqs.fetch_add(1, Relaxed);
+}
+
+/// Returns `e` to notification mode. Its own worker turns notifications
+/// back on and runs its handler once, for what came in while they were off
+/// (the classic race) and what a run left; vhost does the same when it
+/// takes a vq back (quiesce, detach), and then this only settles the books.
+pub(crate) fn stop(c: &WorkerCounters, e: &mut Entry, why: StopReason) {
+    if !e.polled {
+        return;
+    }
+    // Detached meanwhile: vhost took it out of poll mode itself.
+    if let Some(vq) = e.vq.vq.access() {
+        vq.stop(why);
+    }
+    // Kicks from here on are notifications, and count toward a start.
+    // Until now they were kicks of a polled vq, which count for nothing.
+    e.vq.polled.store(false, Relaxed);
+    e.polled = false;
+    e.vq.counters.exits.fetch_add(1, Relaxed);
+    c.polled_vqs.fetch_sub(1, Relaxed);
+}
+
+/// Visits polled `e` once: queues its handler if its ring has buffers,
+/// and returns it to notification mode when idle long enough, when
+/// polling was switched off, or when vhost took it back. Returns whether
+/// its handlers took buffers since the last visit.
+#[must_use = "a pass that found no work pauses"]
+pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
+    // Switched off, or taken back by vhost (quiesce).
+    if crate::module_parameters::poll_start_rate.value() == 0 {
+        stop(wc, e, StopReason::Off);
+        return false;
+    }
+    if !e.vq.polled.load(Relaxed) {
+        stop(wc, e, StopReason::Quiesce);
+        return false;
+    }
+    // The owner's address space, entered without a guard held (it may
+    // sleep); then the ring, under a guard. Detached in between: gone.
+    let owner_mm = e.vq.vq.access().and_then(|vq| vq.mm());
+    let Some(mmu) = owner_mm.and_then(|owner_mm| mm.enter(owner_mm)) else {
+        // No owner, so no ring: nothing to poll.
+        stop(wc, e, StopReason::Error);
+        return false;
+    };
+    let c = &e.vq.counters;
+    let polled = e.vq.vq.access().map(|vq| vq.poll(mmu));
+    let taken = match polled.unwrap_or(Err(ENODEV)) {
+        // Work is buffers taken, not buffers seen: a hostile driver can
+        // show buffers nobody can take (an invalid head) at every visit.
+        // A vq that was held (its handler running, an ioctl, a handler
+        // blocked in a fault) counts by what its handlers took too: a busy
+        // ring keeps its handler, and so its mutex, nearly all the time,
+        // while one held by a blocked ioctl takes nothing, so the pass
+        // pauses and the vq leaves poll mode once idle.
+        Ok(polled) => polled.taken,
+        // vhost took the vq back (quiesce), its owner was killed (vhost
+        // runs none of its handlers again), or its ring cannot be read now
+        // without a fault: hand it back. A handler run in its own worker
+        // meets the fault or the error, once, as after a kick.
+        Err(_) => {
+            stop(wc, e, StopReason::Error);
+            return false;
+        }
+    };
+    if taken > 0 {
+        c.poll_work.fetch_add(1, Relaxed);
+        e.idle.work(now());
+        return true;
+    }
+    c.empty_polls.fetch_add(1, Relaxed);
+    e.idle.empty();
+    if e.idle
+        .stops(now(), crate::module_parameters::poll_stop_idle.value())
+    {
+        stop(wc, e, StopReason::Idle);
+    }
+    false
+}
