@@ -122,7 +122,11 @@ impl RoundRobin {
         if len == 0 || self.step >= len {
             self.step = 0;
             // `start < len` after the first pass, so `start + 1 <= len`.
-            self.start = if len == 0 { 0 } else { (self.start % len + 1) % len };
+            self.start = if len == 0 {
+                0
+            } else {
+                (self.start % len + 1) % len
+            };
             return None;
         }
         let index = (self.start % len + self.step) % len;

@@ -5,12 +5,13 @@
 //! thread). Plain text: a header line of column names, then rows.
 
 use crate::worker::Shared;
-use core::fmt::Write;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
     c_str,
-    debugfs::{Dir, File, SeqFile, ShowFile},
+    debugfs::{Dir, File, ShowFile},
     prelude::*,
+    seq_file::SeqFile,
+    seq_print,
     sync::Arc,
     time::Ktime,
 };
@@ -18,62 +19,59 @@ use kernel::{
 struct Vqs(Arc<Shared>);
 
 impl ShowFile for Vqs {
-    fn show(&self, m: &mut SeqFile<'_>) -> Result {
-        writeln!(
+    fn show(&self, m: &SeqFile) -> Result {
+        seq_print!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits"
-        )?;
-        let mut res = Ok(());
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits\n"
+        );
         self.0.for_each_vq(|vq, polled| {
             let c = &vq.counters;
             // 0 once vhost detached it (the table is behind by a step).
             let pid = vq.vq.access().map_or(0, |vq| vq.owner());
-            if res.is_ok() {
-                res = writeln!(
-                    m,
-                    "{} {} {} {} {} {} {} {} {} {}",
-                    pid,
-                    vq.dev,
-                    vq.index,
-                    if polled { "poll" } else { "notify" },
-                    c.kicks.load(Relaxed),
-                    c.poll_work.load(Relaxed),
-                    c.notify_work.load(Relaxed),
-                    c.empty_polls.load(Relaxed),
-                    c.enters.load(Relaxed),
-                    c.exits.load(Relaxed),
-                );
-            }
+            seq_print!(
+                m,
+                "{} {} {} {} {} {} {} {} {} {}\n",
+                pid,
+                vq.dev,
+                vq.index,
+                if polled { "poll" } else { "notify" },
+                c.kicks.load(Relaxed),
+                c.poll_work.load(Relaxed),
+                c.notify_work.load(Relaxed),
+                c.empty_polls.load(Relaxed),
+                c.enters.load(Relaxed),
+                c.exits.load(Relaxed),
+            );
         });
-        Ok(res?)
+        Ok(())
     }
 }
 
 struct Worker(Arc<Shared>);
 
 impl ShowFile for Worker {
-    fn show(&self, m: &mut SeqFile<'_>) -> Result {
+    fn show(&self, m: &SeqFile) -> Result {
         let c = &self.0.counters;
         // Add the period in progress, so that a busy worker's time moves.
         let since = c.since_ns.load(Relaxed);
         let current = u64::try_from(Ktime::ktime_get().to_ns() - since).unwrap_or(0);
         let (mut busy, mut idle) = (c.busy_ns.load(Relaxed), c.idle_ns.load(Relaxed));
         if c.asleep.load(Relaxed) {
-            idle += current;
+            idle = idle.saturating_add(current);
         } else {
-            busy += current;
+            busy = busy.saturating_add(current);
         }
-        writeln!(m, "pid passes busy_ns idle_ns mm_switches polled_vqs")?;
-        writeln!(
+        seq_print!(m, "pid passes busy_ns idle_ns mm_switches polled_vqs\n");
+        seq_print!(
             m,
-            "{} {} {} {} {} {}",
+            "{} {} {} {} {} {}\n",
             c.pid.load(Relaxed),
             c.passes.load(Relaxed),
             busy,
             idle,
             c.mm_switches.load(Relaxed),
             c.polled_vqs.load(Relaxed),
-        )?;
+        );
         Ok(())
     }
 }
@@ -87,13 +85,17 @@ pub(crate) struct Stats {
 
 impl Stats {
     pub(crate) fn new(shared: &Arc<Shared>) -> Result<Self> {
-        let dir = Dir::new(c_str!("vhost_poll"))?;
+        let dir = Dir::new(c_str!("vhost_poll"));
+        if !dir.exists() {
+            // debugfs off, or the name taken: the module works without.
+            pr_warn!("no counters: /sys/kernel/debug/vhost_poll was not created\n");
+        }
         Ok(Self {
-            _vqs: dir.show_file(c_str!("vqs"), Arc::new(Vqs(shared.clone()), GFP_KERNEL)?)?,
+            _vqs: dir.show_file(c_str!("vqs"), Arc::new(Vqs(shared.clone()), GFP_KERNEL)?),
             _worker: dir.show_file(
                 c_str!("worker"),
                 Arc::new(Worker(shared.clone()), GFP_KERNEL)?,
-            )?,
+            ),
             _dir: dir,
         })
     }
