@@ -97,13 +97,18 @@ gp_edit() {
 }
 
 gp_finish() {
-	local msgfile=$1 check=$2 commit out name patch bad=0 f
+	local msgfile=$1 check=$2 commit out name patch bad=0 f total
 	commit=$(gp_git commit-tree "$(gp_git write-tree)" -p "$GP_PARENT" -F "$msgfile")
 	mkdir "$GP_TMP/out"
 	gp_git -c core.abbrev=12 format-patch -q --zero-commit --no-signature --numbered \
 		--start-number "$GP_NUMBER" -o "$GP_TMP/out" -1 "$commit"
 	out=$(echo "$GP_TMP"/out/*.patch)
 	[ -f "$out" ] || die "git format-patch wrote no patch"
+	# Numbered in the whole series, as scripts/cover-letter numbers the
+	# others: [PATCH i/n].
+	total=$(grep -cv -e '^#' -e '^$' "$TOP/patches/series" 2>/dev/null || true)
+	[ "$GP_LISTED" = 1 ] || total=$((total + 1))
+	sed -i "0,/^Subject: \[PATCH [0-9]*\/[0-9]*\]/s//Subject: [PATCH $GP_NUMBER\/$total]/" "$out"
 	name=${out##*/}
 	patch=$TOP/patches/$name
 
