@@ -2,6 +2,7 @@
 
 //! Time as the module counts it, and how an empty pass lets it go by.
 
+use crate::policy::{Bounds, Jiffy};
 use kernel::time::{delay, jiffies};
 
 /// How long a pass that found no work pauses, in microseconds.
@@ -22,8 +23,17 @@ pub(crate) fn pause() {
     }
 }
 
-/// The current jiffy, as the policy counts time (a wrapping `usize`: the
-/// policy builds on the host too, without the kernel's `JiffiesInstant`).
-pub(crate) fn now() -> usize {
-    jiffies().raw() as usize
+/// The current jiffy, as the policy counts time: the policy builds on the
+/// host too, so it has its own `Jiffy`, with `JiffiesInstant`'s rule.
+pub(crate) fn now() -> Jiffy {
+    // `unsigned long` is as wide as `usize` on every Linux architecture.
+    Jiffy::from_raw(jiffies().raw() as usize)
+}
+
+/// The bounds of the idle window: the parameters as they are now.
+pub(crate) fn idle_bounds() -> Bounds {
+    Bounds {
+        min: crate::module_parameters::poll_stop_idle.value(),
+        max: crate::module_parameters::poll_stop_idle_max.value(),
+    }
 }

@@ -5,9 +5,49 @@
 //!
 //! The module includes this file as `mod policy`; `rust/Cargo.toml` builds
 //! it as a host crate too, so `cargo test` checks it in milliseconds.
-//! Time is in jiffies, as a wrapping `usize`.
+//! Time is in jiffies, as [`Jiffy`]: a counter that wraps, compared only
+//! the way `time_after()` compares.
 
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+
+/// A point in time, in jiffies.
+///
+/// The counter wraps, so two jiffies are ordered only by their distance:
+/// [`Jiffy::since`] and [`Jiffy::is_after`] are right whenever the two are
+/// less than half the counter's range apart (`time_after()`'s rule). The
+/// kernel's `kernel::time::JiffiesInstant` has the same rule; this file
+/// builds on the host too, so it has its own, and `clock::now()` makes one
+/// from the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Jiffy(usize);
+
+impl Jiffy {
+    /// The jiffy whose counter reads `raw`.
+    pub const fn from_raw(raw: usize) -> Self {
+        Self(raw)
+    }
+
+    /// The counter's value.
+    pub const fn raw(self) -> usize {
+        self.0
+    }
+
+    /// Jiffies from `earlier` to `self`; 0 if `earlier` is the later one.
+    pub const fn since(self, earlier: Jiffy) -> usize {
+        if earlier.is_after(self) {
+            0
+        } else {
+            self.0.wrapping_sub(earlier.0)
+        }
+    }
+
+    /// Whether `self` comes after `other`.
+    pub const fn is_after(self, other: Jiffy) -> bool {
+        // The two's complement difference is negative exactly when `self`
+        // is ahead of `other` by less than half the range.
+        (other.0.wrapping_sub(self.0) as isize) < 0
+    }
+}
 
 /// Counts events (kicks) per jiffy, lock-free, from any context.
 ///
@@ -35,7 +75,8 @@ impl RateTracker {
     /// jiffy `now` has had, this one included.
     ///
     /// Only equality of jiffies is compared, so wrap-around is harmless.
-    pub fn record(&self, now: usize) -> u32 {
+    pub fn record(&self, now: Jiffy) -> u32 {
+        let now = now.raw();
         let window = self.window.load(Relaxed);
         if window == now && self.count.load(Relaxed) != 0 {
             return self.count.fetch_add(1, Relaxed).saturating_add(1);
@@ -69,23 +110,27 @@ pub fn starts_polling(count: u32, poll_start_rate: u32) -> bool {
 /// When a polled virtqueue had its last work, to decide when it stops.
 #[derive(Clone, Copy, Debug)]
 pub struct Idle {
-    last_work: usize,
+    last_work: Jiffy,
     empty_visits: u32,
+    /// Whether any visit of this poll period took buffers.
+    took: bool,
 }
 
 impl Idle {
     /// A virtqueue entering poll mode at jiffy `now` counts as busy then.
-    pub fn new(now: usize) -> Self {
+    pub fn new(now: Jiffy) -> Self {
         Self {
             last_work: now,
             empty_visits: 0,
+            took: false,
         }
     }
 
     /// A visit at jiffy `now` found work.
-    pub fn work(&mut self, now: usize) {
+    pub fn work(&mut self, now: Jiffy) {
         self.last_work = now;
         self.empty_visits = 0;
+        self.took = true;
     }
 
     /// A visit found no work.
@@ -93,11 +138,87 @@ impl Idle {
         self.empty_visits = self.empty_visits.saturating_add(1);
     }
 
-    /// Whether a virtqueue without work for `poll_stop_idle` jiffies, and
-    /// found empty at least once since its last work, stops being polled
-    /// at jiffy `now`. Differences of jiffies wrap, like `time_after()`.
-    pub fn stops(&self, now: usize, poll_stop_idle: u32) -> bool {
-        self.empty_visits > 0 && now.wrapping_sub(self.last_work) >= poll_stop_idle as usize
+    /// Whether a virtqueue without work for `window` jiffies, and found
+    /// empty at least once since its last work, stops being polled at
+    /// jiffy `now`.
+    pub fn stops(&self, now: Jiffy, window: u32) -> bool {
+        self.empty_visits > 0 && now.since(self.last_work) >= window as usize
+    }
+
+    /// Whether a visit of this poll period took buffers: whether polling
+    /// paid at all.
+    pub fn took(&self) -> bool {
+        self.took
+    }
+}
+
+/// The bounds of the idle window: the `poll_stop_idle` and
+/// `poll_stop_idle_max` parameters, read when used.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// The shortest window, and the first of every virtqueue.
+    pub min: u32,
+    /// The longest; below `min` it is `min`, and the window does not move.
+    pub max: u32,
+}
+
+impl Bounds {
+    fn clamp(self, jiffies: u32) -> u32 {
+        jiffies.clamp(self.min, self.max.max(self.min))
+    }
+}
+
+/// How many jiffies without work end a virtqueue's poll period: its idle
+/// window. It moves between [`Bounds::min`] and [`Bounds::max`], the way
+/// KVM's halt polling moves its window:
+///
+/// - It doubles (0 becomes 1) when the virtqueue enters poll mode again
+///   within `max` jiffies of leaving it for want of work: it left too
+///   soon, and each such exit cost kicks again.
+/// - It halves when the virtqueue comes back later than that, and when a
+///   whole poll period took no buffer: polling did not pay.
+/// - Exits for other reasons (quiesce, switched off, an error) leave it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Window {
+    /// The window, before clamping to the bounds of the moment.
+    jiffies: u32,
+    /// When the virtqueue last left poll mode for want of work, after a
+    /// period that paid.
+    idle_exit: Option<Jiffy>,
+}
+
+impl Window {
+    /// A virtqueue's first window: `Bounds::min`.
+    pub const fn new() -> Self {
+        Self {
+            jiffies: 0,
+            idle_exit: None,
+        }
+    }
+
+    /// The window, within `b`.
+    pub fn jiffies(&self, b: Bounds) -> u32 {
+        b.clamp(self.jiffies)
+    }
+
+    /// The virtqueue enters poll mode at `now`.
+    pub fn enter(&mut self, now: Jiffy, b: Bounds) {
+        let w = self.jiffies(b);
+        self.jiffies = b.clamp(match self.idle_exit.take() {
+            Some(exit) if now.since(exit) <= b.max as usize => w.saturating_mul(2).max(1),
+            Some(_) => w / 2,
+            None => w,
+        });
+    }
+
+    /// The virtqueue left poll mode at `now`: for want of work if `idle`;
+    /// `idle_state` is the period's.
+    pub fn exit(&mut self, now: Jiffy, idle: bool, idle_state: &Idle, b: Bounds) {
+        let w = self.jiffies(b);
+        if !idle_state.took() {
+            self.jiffies = b.clamp(w / 2);
+        }
+        self.idle_exit = (idle && idle_state.took()).then_some(now);
     }
 }
 
@@ -140,35 +261,39 @@ impl RoundRobin {
 mod tests {
     use super::*;
 
+    fn j(raw: usize) -> Jiffy {
+        Jiffy::from_raw(raw)
+    }
+
     #[test]
     fn rate_counts_within_one_jiffy() {
         let r = RateTracker::new();
-        assert_eq!(r.record(100), 1);
-        assert_eq!(r.record(100), 2);
-        assert_eq!(r.record(100), 3);
+        assert_eq!(r.record(j(100)), 1);
+        assert_eq!(r.record(j(100)), 2);
+        assert_eq!(r.record(j(100)), 3);
     }
 
     #[test]
     fn rate_restarts_at_a_new_jiffy() {
         let r = RateTracker::new();
         for _ in 0..10 {
-            r.record(5);
+            r.record(j(5));
         }
-        assert_eq!(r.record(6), 1);
-        assert_eq!(r.record(6), 2);
+        assert_eq!(r.record(j(6)), 1);
+        assert_eq!(r.record(j(6)), 2);
         // Going back (a stale reader) also opens a fresh window.
-        assert_eq!(r.record(5), 1);
+        assert_eq!(r.record(j(5)), 1);
     }
 
     #[test]
     fn rate_survives_jiffies_wrap() {
         let r = RateTracker::new();
-        assert_eq!(r.record(usize::MAX - 1), 1);
-        assert_eq!(r.record(usize::MAX), 1);
-        assert_eq!(r.record(usize::MAX), 2);
-        assert_eq!(r.record(0), 1);
-        assert_eq!(r.record(0), 2);
-        assert_eq!(r.record(1), 1);
+        assert_eq!(r.record(j(usize::MAX - 1)), 1);
+        assert_eq!(r.record(j(usize::MAX)), 1);
+        assert_eq!(r.record(j(usize::MAX)), 2);
+        assert_eq!(r.record(j(0)), 1);
+        assert_eq!(r.record(j(0)), 2);
+        assert_eq!(r.record(j(1)), 1);
     }
 
     #[test]
@@ -176,15 +301,15 @@ mod tests {
         // The initial window is usize::MAX: an event at that jiffy must
         // still count from 1, not continue a count that never started.
         let r = RateTracker::new();
-        assert_eq!(r.record(usize::MAX), 1);
-        assert_eq!(r.record(usize::MAX), 2);
+        assert_eq!(r.record(j(usize::MAX)), 1);
+        assert_eq!(r.record(j(usize::MAX)), 2);
     }
 
     #[test]
     fn rate_exactly_at_threshold_starts() {
         let r = RateTracker::new();
         let rate = 4;
-        let counts: Vec<u32> = (0..4).map(|_| r.record(7)).collect();
+        let counts: Vec<u32> = (0..4).map(|_| r.record(j(7))).collect();
         assert_eq!(counts, [1, 2, 3, 4]);
         assert!(!starts_polling(counts[2], rate));
         assert!(starts_polling(counts[3], rate));
@@ -201,9 +326,9 @@ mod tests {
     fn rate_below_threshold_across_jiffies_never_starts() {
         // 3 per jiffy for 1000 jiffies against a rate of 4.
         let r = RateTracker::new();
-        for j in 0..1000usize {
+        for t in 0..1000usize {
             for _ in 0..3 {
-                assert!(!starts_polling(r.record(j), 4));
+                assert!(!starts_polling(r.record(j(t)), 4));
             }
         }
     }
@@ -214,14 +339,14 @@ mod tests {
         // raising it stops the next trigger, 0 disables.
         let r = RateTracker::new();
         let mut rate = 10;
-        assert!(!starts_polling(r.record(1), rate));
-        assert!(!starts_polling(r.record(1), rate));
+        assert!(!starts_polling(r.record(j(1)), rate));
+        assert!(!starts_polling(r.record(j(1)), rate));
         rate = 3;
-        assert!(starts_polling(r.record(1), rate));
+        assert!(starts_polling(r.record(j(1)), rate));
         rate = 0;
-        assert!(!starts_polling(r.record(1), rate));
+        assert!(!starts_polling(r.record(j(1)), rate));
         rate = 100;
-        assert!(!starts_polling(r.record(1), rate));
+        assert!(!starts_polling(r.record(j(1)), rate));
     }
 
     #[test]
@@ -233,7 +358,7 @@ mod tests {
                 let r = Arc::clone(&r);
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        r.record(42);
+                        r.record(j(42));
                     }
                 })
             })
@@ -242,47 +367,47 @@ mod tests {
             t.join().unwrap();
         }
         // Within one jiffy no event is lost.
-        assert_eq!(r.record(42), 4001);
+        assert_eq!(r.record(j(42)), 4001);
     }
 
     #[test]
     fn idle_stops_after_poll_stop_idle_jiffies() {
-        let mut idle = Idle::new(1000);
+        let mut idle = Idle::new(j(1000));
         idle.empty();
-        assert!(!idle.stops(1000, 2));
-        assert!(!idle.stops(1001, 2));
-        assert!(idle.stops(1002, 2));
-        idle.work(1002);
-        assert!(!idle.stops(1003, 2));
+        assert!(!idle.stops(j(1000), 2));
+        assert!(!idle.stops(j(1001), 2));
+        assert!(idle.stops(j(1002), 2));
+        idle.work(j(1002));
+        assert!(!idle.stops(j(1003), 2));
         idle.empty();
-        assert!(idle.stops(1004, 2));
+        assert!(idle.stops(j(1004), 2));
     }
 
     #[test]
     fn idle_needs_an_empty_visit() {
-        let mut idle = Idle::new(0);
+        let mut idle = Idle::new(j(0));
         // Work at every visit: never stops, however long.
-        idle.work(50);
-        assert!(!idle.stops(500, 2));
+        idle.work(j(50));
+        assert!(!idle.stops(j(500), 2));
         idle.empty();
-        assert!(idle.stops(500, 2));
+        assert!(idle.stops(j(500), 2));
     }
 
     #[test]
     fn idle_zero_stops_at_first_empty_visit() {
-        let mut idle = Idle::new(9);
-        assert!(!idle.stops(9, 0));
+        let mut idle = Idle::new(j(9));
+        assert!(!idle.stops(j(9), 0));
         idle.empty();
-        assert!(idle.stops(9, 0));
+        assert!(idle.stops(j(9), 0));
     }
 
     #[test]
     fn idle_survives_jiffies_wrap() {
-        let mut idle = Idle::new(usize::MAX);
+        let mut idle = Idle::new(j(usize::MAX));
         idle.empty();
-        assert!(!idle.stops(usize::MAX, 2));
-        assert!(!idle.stops(0, 2));
-        assert!(idle.stops(1, 2));
+        assert!(!idle.stops(j(usize::MAX), 2));
+        assert!(!idle.stops(j(0), 2));
+        assert!(idle.stops(j(1), 2));
     }
 
     #[test]
@@ -318,5 +443,124 @@ mod tests {
         let mut pass: Vec<usize> = std::iter::from_fn(|| rr.next(5)).collect();
         pass.sort();
         assert_eq!(pass, [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn jiffies_compare_across_the_wrap() {
+        assert!(j(0).is_after(j(usize::MAX)));
+        assert!(!j(usize::MAX).is_after(j(0)));
+        assert!(!j(5).is_after(j(5)));
+        assert_eq!(j(1).since(j(usize::MAX - 1)), 3);
+        // Earlier than what it is measured from: no time has passed.
+        assert_eq!(j(5).since(j(6)), 0);
+    }
+
+    const B: Bounds = Bounds { min: 2, max: 16 };
+
+    fn period(w: &mut Window, enter: usize, took: bool, exit: usize, idle: bool) {
+        w.enter(j(enter), B);
+        let mut state = Idle::new(j(enter));
+        if took {
+            state.work(j(enter));
+        }
+        w.exit(j(exit), idle, &state, B);
+    }
+
+    #[test]
+    fn window_starts_at_the_minimum() {
+        assert_eq!(Window::new().jiffies(B), 2);
+        let zero = Bounds { min: 0, max: 8 };
+        assert_eq!(Window::new().jiffies(zero), 0);
+    }
+
+    #[test]
+    fn window_grows_when_the_vq_comes_back_soon() {
+        let mut w = Window::new();
+        period(&mut w, 100, true, 110, true);
+        // Back 3 jiffies after an idle exit: left too soon.
+        w.enter(j(113), B);
+        assert_eq!(w.jiffies(B), 4);
+        w.exit(j(120), true, &worked(120), B);
+        w.enter(j(121), B);
+        assert_eq!(w.jiffies(B), 8);
+        w.exit(j(130), true, &worked(130), B);
+        w.enter(j(131), B);
+        assert_eq!(w.jiffies(B), 16);
+        w.exit(j(140), true, &worked(140), B);
+        w.enter(j(141), B);
+        // Never past the maximum.
+        assert_eq!(w.jiffies(B), 16);
+    }
+
+    fn worked(at: usize) -> Idle {
+        let mut s = Idle::new(j(at));
+        s.work(j(at));
+        s
+    }
+
+    #[test]
+    fn window_grows_from_zero() {
+        let zero = Bounds { min: 0, max: 8 };
+        let mut w = Window::new();
+        w.enter(j(0), zero);
+        w.exit(j(5), true, &worked(5), zero);
+        w.enter(j(6), zero);
+        assert_eq!(w.jiffies(zero), 1);
+    }
+
+    #[test]
+    fn window_shrinks_when_the_vq_comes_back_late() {
+        let mut w = Window::new();
+        for t in [0, 10, 20] {
+            period(&mut w, t, true, t + 5, true);
+        }
+        w.enter(j(30), B);
+        assert_eq!(w.jiffies(B), 16);
+        w.exit(j(40), true, &worked(40), B);
+        // 100 jiffies later: more than `max` after the exit.
+        w.enter(j(140), B);
+        assert_eq!(w.jiffies(B), 8);
+    }
+
+    #[test]
+    fn window_shrinks_when_polling_took_nothing() {
+        let mut w = Window::new();
+        for t in [0, 10, 20] {
+            period(&mut w, t, true, t + 5, true);
+        }
+        w.enter(j(30), B);
+        assert_eq!(w.jiffies(B), 16);
+        // A period with no buffer taken: halves, and coming back soon
+        // after it is no reason to grow.
+        w.exit(j(50), true, &Idle::new(j(30)), B);
+        assert_eq!(w.jiffies(B), 8);
+        w.enter(j(51), B);
+        assert_eq!(w.jiffies(B), 8);
+        // Never below the minimum.
+        for t in [60, 70, 80, 90] {
+            period(&mut w, t, false, t + 5, true);
+        }
+        assert_eq!(w.jiffies(B), 2);
+    }
+
+    #[test]
+    fn window_ignores_exits_not_for_idleness() {
+        let mut w = Window::new();
+        period(&mut w, 0, true, 5, false);
+        w.enter(j(6), B);
+        assert_eq!(w.jiffies(B), 2);
+    }
+
+    #[test]
+    fn window_follows_the_bounds_of_the_moment() {
+        let mut w = Window::new();
+        for t in [0, 10, 20, 30] {
+            period(&mut w, t, true, t + 5, true);
+        }
+        assert_eq!(w.jiffies(B), 16);
+        // The maximum lowered: the window with it, at once.
+        assert_eq!(w.jiffies(Bounds { min: 2, max: 4 }), 4);
+        // A maximum below the minimum pins the window at the minimum.
+        assert_eq!(w.jiffies(Bounds { min: 3, max: 0 }), 3);
     }
 }

@@ -7,7 +7,7 @@
 //! `inner`, for one short step of the worker at most.
 
 use crate::clock::now;
-use crate::policy::{Idle, RateTracker};
+use crate::policy::{Idle, RateTracker, Window};
 use crate::table::Entry;
 use crate::visit::stop;
 use crate::vq::{VqCounters, VqState};
@@ -46,6 +46,7 @@ impl Poller for Shared {
             vq: state.clone(),
             polled: false,
             idle: Idle::new(now()),
+            window: Window::new(),
         };
         if inner.insert(entry).is_err() {
             pr_warn!(

@@ -22,15 +22,15 @@ impl ShowFile for Vqs {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits\n"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window\n"
         );
-        self.0.for_each_vq(|vq, polled| {
+        self.0.for_each_vq(|vq, polled, window| {
             let c = &vq.counters;
             // 0 once vhost detached it (the table is behind by a step).
             let pid = vq.vq.access().map_or(0, |vq| vq.owner());
             seq_print!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {}\n",
                 pid,
                 vq.dev,
                 vq.index,
@@ -41,6 +41,7 @@ impl ShowFile for Vqs {
                 c.empty_polls.load(Relaxed),
                 c.enters.load(Relaxed),
                 c.exits.load(Relaxed),
+                window,
             );
         });
         Ok(())

@@ -2,7 +2,7 @@
 
 //! The worker's table of the virtqueues vhost has shown the module.
 
-use crate::policy::Idle;
+use crate::policy::{Idle, Window};
 use crate::vq::VqState;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
@@ -15,7 +15,10 @@ pub(crate) struct Entry {
     pub(crate) vq: Arc<VqState>,
     /// In poll mode (the worker's view; `vq.polled` mirrors it for kicks).
     pub(crate) polled: bool,
+    /// The current (or last) poll period's work.
     pub(crate) idle: Idle,
+    /// The idle window, kept from one poll period to the next.
+    pub(crate) window: Window,
 }
 
 /// The table, behind `Shared::inner`.

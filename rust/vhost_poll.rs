@@ -37,6 +37,11 @@ module! {
             permissions: 0o644,
             description: "Stop polling a virtqueue after this many jiffies without new work",
         },
+        poll_stop_idle_max: u32 {
+            default: 16,
+            permissions: 0o644,
+            description: "Longest idle window (jiffies) of a vq that keeps coming back to polling",
+        },
     },
 }
 

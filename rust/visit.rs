@@ -3,7 +3,7 @@
 //! Entering, visiting and leaving poll mode: what the worker does to one
 //! virtqueue, and the address space it does it in.
 
-use crate::clock::now;
+use crate::clock::{idle_bounds, now};
 use crate::counters::WorkerCounters;
 use crate::policy::Idle;
 use crate::table::Entry;
@@ -59,7 +59,9 @@ pub(crate) fn start(c: &WorkerCounters, e: &mut Entry) {
     // for what just happened; kicks from now on do not count. Left set, the
     // request would start polling again right after the next exit.
     e.vq.want_poll.store(false, Relaxed);
-    e.idle = Idle::new(now());
+    let t = now();
+    e.idle = Idle::new(t);
+    e.window.enter(t, idle_bounds());
     e.vq.counters.enters.fetch_add(1, Relaxed);
     c.polled_vqs.fetch_add(1, Relaxed);
 }
@@ -80,6 +82,8 @@ pub(crate) fn stop(c: &WorkerCounters, e: &mut Entry, why: StopReason) {
     // Until now they were kicks of a polled vq, which count for nothing.
     e.vq.polled.store(false, Relaxed);
     e.polled = false;
+    let idle = matches!(why, StopReason::Idle);
+    e.window.exit(now(), idle, &e.idle, idle_bounds());
     e.vq.counters.exits.fetch_add(1, Relaxed);
     c.polled_vqs.fetch_sub(1, Relaxed);
 }
@@ -134,9 +138,7 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
     }
     c.empty_polls.fetch_add(1, Relaxed);
     e.idle.empty();
-    if e.idle
-        .stops(now(), crate::module_parameters::poll_stop_idle.value())
-    {
+    if e.idle.stops(now(), e.window.jiffies(idle_bounds())) {
         stop(wc, e, StopReason::Idle);
     }
     false

@@ -75,11 +75,17 @@ impl Shared {
     }
 
     /// Calls `f` for each virtqueue, in table order, under the lock, with
-    /// whether it is polled (not if vhost took it back meanwhile).
-    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool)) {
+    /// whether it is polled (not if vhost took it back meanwhile) and its
+    /// idle window.
+    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32)) {
         let inner = self.inner.lock();
+        let bounds = crate::clock::idle_bounds();
         for e in inner.iter() {
-            f(&e.vq, e.polled && e.vq.polled.load(Relaxed));
+            f(
+                &e.vq,
+                e.polled && e.vq.polled.load(Relaxed),
+                e.window.jiffies(bounds),
+            );
         }
     }
 

@@ -161,6 +161,10 @@ def guest_run(out_dir, quick, reps, stop_idle):
             for workload, batch in (("stream", 1), ("stream", 16), ("stream", 64), ("rr", 1)):
                 for ndev in (1, 4, 16):
                     groups.append((dev, workload, batch, ndev, modes))
+    # vhost is a module in the x86_64 guest: vhost_test.ko needs it first.
+    for mod in ("vhost", "vhost_net"):
+        if not os.path.exists("/sys/module/" + mod):
+            sh("modprobe", mod)
     sh("insmod", os.environ["VHOST_POLL_TEST_KO"])
     hz = 0
     with open(os.path.join(os.environ["VHOST_POLL_KDIR"], ".config")) as f:

@@ -46,6 +46,11 @@ check_kernel_name() {
 kernel_arch() { [ "$1" = uml ] && echo um || echo x86_64; }
 kernel_builddir() { echo "$CACHE/build/$1"; }
 
+# The kernel's modules, installed as a distribution would (modules_install,
+# depmod): scripts/vm shows this directory to the guest as /lib/modules.
+kernel_modroot() { echo "$(kernel_builddir "$1")/modroot"; }
+kernel_moddir() { echo "$(kernel_modroot "$1")/lib/modules"; }
+
 kernel_image() {
 	local b
 	b=$(kernel_builddir "$1")

@@ -51,6 +51,8 @@ TEST(modinfo_describes_parameters)
 		"parmtype=poll_start_rate:uint",
 		"parm=poll_stop_idle:Stop polling",
 		"parmtype=poll_stop_idle:uint",
+		"parm=poll_stop_idle_max:Longest idle window",
+		"parmtype=poll_stop_idle_max:uint",
 		"license=GPL",
 		"description=Per-virtqueue adaptive polling for vhost",
 	};

@@ -7,7 +7,9 @@
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
 
-static const char *const params[] = { "poll_start_rate", "poll_stop_idle" };
+static const char *const params[] = {
+	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max",
+};
 
 /* Values no u32 parameter may take, each written in one write(). */
 static const char *const bad_values[] = {
@@ -45,6 +47,7 @@ TEST_F(loaded, defaults)
 {
 	EXPECT_PARAM("poll_start_rate", "0\n");
 	EXPECT_PARAM("poll_stop_idle", "2\n");
+	EXPECT_PARAM("poll_stop_idle_max", "16\n");
 }
 
 TEST_F(loaded, permissions_0644)
@@ -124,9 +127,10 @@ TEST(load_with_values)
 		SKIP(return, "%s", why);
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
-	ASSERT_EQ(0, vp_load("poll_start_rate=16 poll_stop_idle=3"));
+	ASSERT_EQ(0, vp_load("poll_start_rate=16 poll_stop_idle=3 poll_stop_idle_max=40"));
 	EXPECT_PARAM("poll_start_rate", "16\n");
 	EXPECT_PARAM("poll_stop_idle", "3\n");
+	EXPECT_PARAM("poll_stop_idle_max", "40\n");
 	EXPECT_EQ(0, vp_unload());
 }
 
@@ -137,6 +141,7 @@ TEST(load_bad_value_fails)
 		"poll_start_rate=1x", "poll_start_rate=4294967296",
 		"poll_stop_idle=abc", "poll_stop_idle=-1", "poll_stop_idle=",
 		"poll_stop_idle=1x", "poll_stop_idle=4294967296",
+		"poll_stop_idle_max=abc", "poll_stop_idle_max=-1",
 		"poll_start_rate",
 	};
 	const char *why = vp_cannot_run();

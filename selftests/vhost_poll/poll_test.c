@@ -267,6 +267,63 @@ TEST_F(poll, idle_exit_within_bound)
 	EXPECT_GE(r.limit_ms, r.kick_ms);
 }
 
+/* Wait until @d's vq has left poll mode after @exits exits; 0 or -ETIMEDOUT. */
+static int wait_exit(struct vring_drv *d, unsigned long long exits)
+{
+	unsigned long long t0 = vp_now_ms();
+	struct vp_vq_row sum;
+	int polled;
+
+	while (vp_now_ms() - t0 < STALL_MS) {
+		if (vp_vq_sum(getpid(), d->index, &sum, &polled) == 1 &&
+		    !polled && sum.exits > exits)
+			return 0;
+		vp_sleep_ms(1);
+	}
+	return -ETIMEDOUT;
+}
+
+/* c''. The idle window moves within [poll_stop_idle, poll_stop_idle_max]:
+ * a vq that comes back to poll mode soon after an idle exit gets a longer
+ * window next time; a lower maximum bounds it at once; one that comes
+ * back later than the maximum gets a shorter one.
+ */
+TEST_F(poll, idle_window_grows_and_shrinks)
+{
+	unsigned long long grown = 0, exits;
+	struct vp_vq_row sum;
+	int polled, i;
+
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle_max", 32));
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(0, poll_with_idle(&self->d, 1));
+		ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+		if (sum.window > grown)
+			grown = sum.window;
+		exits = sum.exits;
+		/* Buffers taken in poll mode: the period paid. */
+		ASSERT_EQ(0, vring_stream(&self->d, 64, 1, STALL_MS));
+		ASSERT_EQ(0, wait_exit(&self->d, exits));
+	}
+	/* Four quick returns: it doubled at least once, and stays bounded. */
+	EXPECT_LT(1, grown);
+	EXPECT_GE(32, grown);
+
+	ASSERT_EQ(0, vp_param_set("poll_stop_idle_max", 2));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	EXPECT_EQ(2, sum.window);
+
+	/* Back after ten jiffies, more than the maximum: it halves. */
+	vp_sleep_ms(10 * 1000 / vp_jiffy_hz() + 1);
+	ASSERT_EQ(0, poll_with_idle(&self->d, 1));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	EXPECT_EQ(1, sum.window);
+	ASSERT_EQ(0, vring_stream(&self->d, 64, 1, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&self->d));
+	TH_LOG("window grew to %llu jiffies (maximum 32), then %llu after a late return",
+	       grown, sum.window);
+}
+
 /* d. poll_start_rate=0 mid-stream returns the vq to notifications at once;
  * a rate again brings polling back; nothing is lost on the way.
  */

@@ -236,6 +236,8 @@ struct vp_vq_row {
 	bool poll;
 	unsigned long long kicks, poll_work, notify_work, empty_polls;
 	unsigned long long enters, exits;
+	/* The idle window in jiffies (poll_stop_idle_max); 0 if not shown. */
+	unsigned long long window;
 };
 
 /* Read the rows of the vqs file; returns how many, or -errno. */
@@ -254,10 +256,11 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 	while (n < max && fgets(line, sizeof(line), f)) {
 		struct vp_vq_row *r = &rows[n];
 
-		if (sscanf(line, "%d %u %u %15s %llu %llu %llu %llu %llu %llu",
+		r->window = 0;
+		if (sscanf(line, "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu",
 			   &r->pid, &r->dev, &r->vq, mode, &r->kicks,
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
-			   &r->enters, &r->exits) != 10)
+			   &r->enters, &r->exits, &r->window) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -287,6 +290,7 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->empty_polls += rows[i].empty_polls;
 		sum->enters += rows[i].enters;
 		sum->exits += rows[i].exits;
+		sum->window += rows[i].window;
 		if (polled && rows[i].poll)
 			(*polled)++;
 	}
@@ -551,20 +555,39 @@ static inline int vp_kallsyms_has(const char *sym)
 }
 
 /*
- * Whether the running kernel has the hooks vhost_poll attaches to: vhost
- * exports vhost_poller_register. With vhost a module not loaded yet, it
- * is modprobed first, since finit_module() does not load dependencies as
- * modprobe does. Without /proc/kallsyms (CONFIG_KALLSYMS=n) this cannot
- * tell, and says yes: the test load in vp_cannot_run_here() tells then.
+ * Load the vhost drivers the tests use when they are modules (as
+ * distributions build them) not loaded yet: vhost_test.ko, loaded by
+ * finit_module(), needs vhost.ko, and /dev/vhost-net and /dev/vhost-vsock
+ * appear with their modules. Quietly: a driver that is built in, or not
+ * there at all, is the tests' to find out about. Returns how many failed.
+ */
+static inline int vp_load_vhost_drivers(void)
+{
+	static const char *const mods[] = { "vhost", "vhost_net", "vhost_vsock" };
+	char cmd[128], dir[64];
+	unsigned int i;
+	int failed = 0;
+
+	for (i = 0; i < ARRAY_SIZE(mods); i++) {
+		snprintf(dir, sizeof(dir), "/sys/module/%s", mods[i]);
+		if (!access(dir, F_OK))
+			continue;
+		snprintf(cmd, sizeof(cmd), "modprobe -q %s 2>/dev/null", mods[i]);
+		failed += system(cmd) != 0;
+	}
+	return failed;
+}
+
+/*
+ * Whether the running kernel has the hooks vhost_poll attaches to: the
+ * kernel image exports vhost_poller_register (built in even with vhost a
+ * module). Without /proc/kallsyms (CONFIG_KALLSYMS=n) this cannot tell,
+ * and says yes: the test load in vp_cannot_run_here() tells then.
  */
 static inline bool vp_hooks_present(void)
 {
-	int found = vp_kallsyms_has("vhost_poller_register");
-
-	if (!found && access("/sys/module/vhost", F_OK) &&
-	    !system("modprobe -q vhost 2>/dev/null"))
-		found = vp_kallsyms_has("vhost_poller_register");
-	return found != 0;
+	vp_load_vhost_drivers();
+	return vp_kallsyms_has("vhost_poller_register") != 0;
 }
 
 /*
@@ -747,8 +770,12 @@ static inline const char *vp_setup_modules(bool vhost_test)
 		return vp_test_ko() ? "vhost_test.ko refused" : VP_TEST_KO_MISSING;
 	if (vp_loaded() && vp_unload())
 		return "vhost_poll is loaded and busy";
-	/* A failed load is the test's own assertions' to report. */
-	vp_load("poll_start_rate=0 poll_stop_idle=2");
+	/*
+	 * A failed load is the test's own assertions' to report. The idle
+	 * window is fixed at poll_stop_idle, as the bounds the tests check
+	 * assume; the window's moves have tests of their own.
+	 */
+	vp_load("poll_start_rate=0 poll_stop_idle=2 poll_stop_idle_max=2");
 	return NULL;
 }
 
