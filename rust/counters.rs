@@ -14,6 +14,12 @@ pub(crate) struct WorkerCounters {
     pub(crate) idle_ns: AtomicU64,
     pub(crate) mm_switches: AtomicU64,
     pub(crate) polled_vqs: AtomicU32,
+    /// Passes after which the worker stepped aside (slept) for others.
+    pub(crate) asides: AtomicU64,
+    /// The time it slept so, in microseconds.
+    pub(crate) aside_us: AtomicU64,
+    /// Starts refused because the worker was saturated (`Saturation`).
+    pub(crate) refused: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,
     pub(crate) asleep: AtomicBool,

@@ -177,6 +177,10 @@ impl Bounds {
 ///   soon, and each such exit cost kicks again.
 /// - It halves when the virtqueue comes back later than that, and when a
 ///   whole poll period took no buffer: polling did not pay.
+/// - It halves after every [`Window::DECAY`] times `max` jiffies a
+///   virtqueue stays in poll mode with work: the churn that grew it is
+///   that long past, and the window is what an idle virtqueue costs
+///   before the thread can sleep.
 /// - Exits for other reasons (quiesce, switched off, an error) leave it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Window {
@@ -185,14 +189,20 @@ pub struct Window {
     /// When the virtqueue last left poll mode for want of work, after a
     /// period that paid.
     idle_exit: Option<Jiffy>,
+    /// When the window last moved, or the virtqueue entered poll mode.
+    moved: Option<Jiffy>,
 }
 
 impl Window {
+    /// How many times `max` jiffies of work in poll mode halve the window.
+    pub const DECAY: usize = 4;
+
     /// A virtqueue's first window: `Bounds::min`.
     pub const fn new() -> Self {
         Self {
             jiffies: 0,
             idle_exit: None,
+            moved: None,
         }
     }
 
@@ -209,6 +219,16 @@ impl Window {
             Some(_) => w / 2,
             None => w,
         });
+        self.moved = Some(now);
+    }
+
+    /// A visit at `now` found work, in poll mode.
+    pub fn work(&mut self, now: Jiffy, b: Bounds) {
+        let decay = Self::DECAY.saturating_mul(b.max as usize).max(1);
+        if self.moved.is_some_and(|m| now.since(m) >= decay) {
+            self.jiffies = b.clamp(self.jiffies(b) / 2);
+            self.moved = Some(now);
+        }
     }
 
     /// The virtqueue left poll mode at `now`: for want of work if `idle`;
@@ -219,6 +239,115 @@ impl Window {
             self.jiffies = b.clamp(w / 2);
         }
         self.idle_exit = (idle && idle_state.took()).then_some(now);
+    }
+}
+
+/// How the worker pauses after a pass: it steps aside when other tasks
+/// wait for its CPU and its passes do not pay, the way KVM's halt polling
+/// shrinks its window when polling does not pay, and polls flat out again
+/// once they do.
+///
+/// A pass *pays* when it queued a handler: buffers were waiting and no
+/// handler was running or queued for them, so the poller did what a kick
+/// would have done. A pass that found handlers busy, or nothing, did not.
+///
+/// - A pass that pays ends the backoff, and does not pause.
+/// - One that does not pay, with other tasks waiting for the CPU, sleeps:
+///   [`StepAside::MIN_US`] the first time, twice as long each next time,
+///   up to [`StepAside::MAX_US`].
+/// - One that does not pay, with the CPU to itself, halves the backoff; it
+///   pauses briefly, busy, if it found no work at all (as before).
+#[derive(Debug, Default)]
+pub struct StepAside {
+    us: u32,
+}
+
+/// What the worker does after a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// Goes on at once.
+    None,
+    /// Waits a moment, keeping the CPU.
+    Busy,
+    /// Sleeps this many microseconds: the CPU is others'.
+    Sleep(u32),
+}
+
+impl StepAside {
+    /// The first sleep of a backoff, in microseconds.
+    pub const MIN_US: u32 = 16;
+    /// The longest, well under a jiffy at any `HZ`, so that an idle
+    /// window is still measured in visits.
+    pub const MAX_US: u32 = 512;
+
+    /// A worker that has not stepped aside.
+    pub const fn new() -> Self {
+        Self { us: 0 }
+    }
+
+    /// The pause after a pass that `paid` (queued a handler), `found_work`
+    /// (some handler took buffers), while other tasks were or were not
+    /// waiting for the CPU (`contended`).
+    pub fn after_pass(&mut self, paid: bool, found_work: bool, contended: bool) -> Pause {
+        if paid {
+            self.us = 0;
+            return Pause::None;
+        }
+        if contended {
+            self.us = self.us.saturating_mul(2).clamp(Self::MIN_US, Self::MAX_US);
+            return Pause::Sleep(self.us);
+        }
+        self.us /= 2;
+        if found_work {
+            Pause::None
+        } else {
+            Pause::Busy
+        }
+    }
+}
+
+/// Whether the worker has CPU time left for more virtqueues.
+///
+/// It has none, it is *saturated*, when for [`Saturation::JIFFIES`] jiffies
+/// in a row every pass found work, none paused or stepped aside, and
+/// other tasks were waiting for its CPU at the end of each: it competes
+/// for the CPU and never runs out of work. A virtqueue that then reaches
+/// `poll_start_rate` is left in notification mode, where its own worker
+/// serves it in parallel, and counted as refused.
+#[derive(Debug, Default)]
+pub struct Saturation {
+    /// Since when every pass was busy and contended.
+    busy_since: Option<Jiffy>,
+}
+
+impl Saturation {
+    /// How long the worker must be busy and contended to be saturated.
+    pub const JIFFIES: usize = 2;
+
+    /// Not saturated.
+    pub const fn new() -> Self {
+        Self { busy_since: None }
+    }
+
+    /// A pass ended at `now`: it `rested` (paused or stepped aside) or
+    /// not, with others waiting for the CPU (`contended`) or not.
+    pub fn after_pass(&mut self, now: Jiffy, rested: bool, contended: bool) {
+        if rested || !contended {
+            self.busy_since = None;
+        } else if self.busy_since.is_none() {
+            self.busy_since = Some(now);
+        }
+    }
+
+    /// The worker slept: it had time left.
+    pub fn rested(&mut self) {
+        self.busy_since = None;
+    }
+
+    /// Whether the worker is saturated at `now`.
+    pub fn saturated(&self, now: Jiffy) -> bool {
+        self.busy_since
+            .is_some_and(|since| now.since(since) >= Self::JIFFIES)
     }
 }
 
@@ -562,5 +691,95 @@ mod tests {
         assert_eq!(w.jiffies(Bounds { min: 2, max: 4 }), 4);
         // A maximum below the minimum pins the window at the minimum.
         assert_eq!(w.jiffies(Bounds { min: 3, max: 0 }), 3);
+    }
+
+    #[test]
+    fn step_aside_only_when_contended_and_not_paying() {
+        let mut s = StepAside::new();
+        // The CPU to itself: never sleeps.
+        assert_eq!(s.after_pass(false, false, false), Pause::Busy);
+        assert_eq!(s.after_pass(false, true, false), Pause::None);
+        assert_eq!(s.after_pass(true, true, false), Pause::None);
+        // Others wait, and passes queue nothing: sleeps, doubling.
+        assert_eq!(s.after_pass(false, true, true), Pause::Sleep(16));
+        assert_eq!(s.after_pass(false, false, true), Pause::Sleep(32));
+        assert_eq!(s.after_pass(false, true, true), Pause::Sleep(64));
+        // A pass that pays ends the backoff at once.
+        assert_eq!(s.after_pass(true, true, true), Pause::None);
+        assert_eq!(s.after_pass(false, true, true), Pause::Sleep(16));
+    }
+
+    #[test]
+    fn step_aside_is_bounded_and_decays() {
+        let mut s = StepAside::new();
+        for _ in 0..20 {
+            s.after_pass(false, false, true);
+        }
+        assert_eq!(
+            s.after_pass(false, false, true),
+            Pause::Sleep(StepAside::MAX_US)
+        );
+        // The CPU free again: the backoff halves at each pass.
+        assert_eq!(s.after_pass(false, true, false), Pause::None);
+        assert_eq!(
+            s.after_pass(false, false, true),
+            Pause::Sleep(StepAside::MAX_US)
+        );
+        for _ in 0..20 {
+            s.after_pass(false, false, false);
+        }
+        assert_eq!(
+            s.after_pass(false, false, true),
+            Pause::Sleep(StepAside::MIN_US)
+        );
+    }
+
+    #[test]
+    fn saturated_only_when_busy_and_contended_long_enough() {
+        let mut s = Saturation::new();
+        assert!(!s.saturated(j(0)));
+        s.after_pass(j(10), false, true);
+        assert!(!s.saturated(j(11)));
+        s.after_pass(j(11), false, true);
+        assert!(s.saturated(j(12)));
+        // One pass that rested, or found the CPU free, ends it.
+        s.after_pass(j(12), true, true);
+        assert!(!s.saturated(j(20)));
+        s.after_pass(j(20), false, true);
+        s.after_pass(j(30), false, false);
+        assert!(!s.saturated(j(30)));
+        // So does a sleep with nothing to poll.
+        s.after_pass(j(40), false, true);
+        s.rested();
+        assert!(!s.saturated(j(50)));
+    }
+
+    #[test]
+    fn saturation_across_the_wrap() {
+        let mut s = Saturation::new();
+        s.after_pass(j(usize::MAX), false, true);
+        assert!(!s.saturated(j(0)));
+        assert!(s.saturated(j(1)));
+    }
+
+    #[test]
+    fn window_decays_while_busy_in_poll_mode() {
+        let mut w = Window::new();
+        for t in [0, 10, 20, 30] {
+            period(&mut w, t, true, t + 5, true);
+        }
+        w.enter(j(40), B);
+        assert_eq!(w.jiffies(B), 16);
+        // Work at every visit: halves every DECAY * max = 64 jiffies.
+        for t in 41..104 {
+            w.work(j(t), B);
+        }
+        assert_eq!(w.jiffies(B), 16);
+        w.work(j(104), B);
+        assert_eq!(w.jiffies(B), 8);
+        for t in 105..400 {
+            w.work(j(t), B);
+        }
+        assert_eq!(w.jiffies(B), 2);
     }
 }

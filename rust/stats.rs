@@ -22,7 +22,7 @@ impl ShowFile for Vqs {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window\n"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused\n"
         );
         self.0.for_each_vq(|vq, polled, window| {
             let c = &vq.counters;
@@ -30,7 +30,7 @@ impl ShowFile for Vqs {
             let pid = vq.vq.access().map_or(0, |vq| vq.owner());
             seq_print!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {}\n",
                 pid,
                 vq.dev,
                 vq.index,
@@ -42,6 +42,7 @@ impl ShowFile for Vqs {
                 c.enters.load(Relaxed),
                 c.exits.load(Relaxed),
                 window,
+                c.refused.load(Relaxed),
             );
         });
         Ok(())
@@ -62,16 +63,22 @@ impl ShowFile for Worker {
         } else {
             busy = busy.saturating_add(current);
         }
-        seq_print!(m, "pid passes busy_ns idle_ns mm_switches polled_vqs\n");
         seq_print!(
             m,
-            "{} {} {} {} {} {}\n",
+            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused\n"
+        );
+        seq_print!(
+            m,
+            "{} {} {} {} {} {} {} {} {}\n",
             c.pid.load(Relaxed),
             c.passes.load(Relaxed),
             busy,
             idle,
             c.mm_switches.load(Relaxed),
             c.polled_vqs.load(Relaxed),
+            c.asides.load(Relaxed),
+            c.aside_us.load(Relaxed),
+            c.refused.load(Relaxed),
         );
         Ok(())
     }

@@ -88,20 +88,29 @@ pub(crate) fn stop(c: &WorkerCounters, e: &mut Entry, why: StopReason) {
     c.polled_vqs.fetch_sub(1, Relaxed);
 }
 
+/// What one visit saw, for the pause after the pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Visit {
+    /// The vq's handlers took buffers since the last visit.
+    pub(crate) work: bool,
+    /// The visit queued the vq's handler: buffers were waiting and no
+    /// handler was running or queued for them. The poll paid.
+    pub(crate) queued: bool,
+}
+
 /// Visits polled `e` once: queues its handler if its ring has buffers,
 /// and returns it to notification mode when idle long enough, when
-/// polling was switched off, or when vhost took it back. Returns whether
-/// its handlers took buffers since the last visit.
-#[must_use = "a pass that found no work pauses"]
-pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -> bool {
+/// polling was switched off, or when vhost took it back.
+#[must_use = "the pause after a pass depends on what its visits saw"]
+pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -> Visit {
     // Switched off, or taken back by vhost (quiesce).
     if crate::module_parameters::poll_start_rate.value() == 0 {
         stop(wc, e, StopReason::Off);
-        return false;
+        return Visit::default();
     }
     if !e.vq.polled.load(Relaxed) {
         stop(wc, e, StopReason::Quiesce);
-        return false;
+        return Visit::default();
     }
     // The owner's address space, entered without a guard held (it may
     // sleep); then the ring, under a guard. Detached in between: gone.
@@ -109,11 +118,11 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
     let Some(mmu) = owner_mm.and_then(|owner_mm| mm.enter(owner_mm)) else {
         // No owner, so no ring: nothing to poll.
         stop(wc, e, StopReason::Error);
-        return false;
+        return Visit::default();
     };
     let c = &e.vq.counters;
     let polled = e.vq.vq.access().map(|vq| vq.poll(mmu));
-    let taken = match polled.unwrap_or(Err(ENODEV)) {
+    let (taken, queued) = match polled.unwrap_or(Err(ENODEV)) {
         // Work is buffers taken, not buffers seen: a hostile driver can
         // show buffers nobody can take (an invalid head) at every visit.
         // A vq that was held (its handler running, an ioctl, a handler
@@ -121,25 +130,30 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
         // ring keeps its handler, and so its mutex, nearly all the time,
         // while one held by a blocked ioctl takes nothing, so the pass
         // pauses and the vq leaves poll mode once idle.
-        Ok(polled) => polled.taken,
+        Ok(polled) => (polled.taken, polled.queued),
         // vhost took the vq back (quiesce), its owner was killed (vhost
         // runs none of its handlers again), or its ring cannot be read now
         // without a fault: hand it back. A handler run in its own worker
         // meets the fault or the error, once, as after a kick.
         Err(_) => {
             stop(wc, e, StopReason::Error);
-            return false;
+            return Visit::default();
         }
     };
     if taken > 0 {
         c.poll_work.fetch_add(1, Relaxed);
-        e.idle.work(now());
-        return true;
+        let t = now();
+        e.idle.work(t);
+        e.window.work(t, idle_bounds());
+        return Visit { work: true, queued };
     }
     c.empty_polls.fetch_add(1, Relaxed);
     e.idle.empty();
     if e.idle.stops(now(), e.window.jiffies(idle_bounds())) {
         stop(wc, e, StopReason::Idle);
     }
-    false
+    Visit {
+        work: false,
+        queued,
+    }
 }

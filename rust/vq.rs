@@ -24,6 +24,8 @@ pub(crate) struct VqCounters {
     pub(crate) enters: AtomicU64,
     /// Exits from poll mode.
     pub(crate) exits: AtomicU64,
+    /// Starts the worker refused: it was saturated.
+    pub(crate) refused: AtomicU64,
 }
 
 /// The module's view of one virtqueue.

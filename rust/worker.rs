@@ -23,7 +23,7 @@
 //! is `inner`, then the guard's lock, then (tried only) the vq's mutex.
 
 use crate::counters::WorkerCounters;
-use crate::policy::RoundRobin;
+use crate::policy::{Pause, RoundRobin, Saturation, StepAside};
 use crate::table::Inner;
 use crate::visit::{start, stop, visit, MmCursor};
 use crate::vq::VqState;
@@ -90,8 +90,10 @@ impl Shared {
     }
 
     /// Settles the books of the vqs vhost took back and starts polling
-    /// those whose kicks reached the rate. Called with `inner` held.
-    fn serve(&self, inner: &mut Inner) {
+    /// those whose kicks reached the rate, unless the worker is
+    /// `saturated`: those it leaves to their own workers, and counts as
+    /// refused. Called with `inner` held.
+    fn serve(&self, inner: &mut Inner, saturated: bool) {
         self.waker.take();
         let rate_on = crate::module_parameters::poll_start_rate.value() != 0;
         for e in inner.iter_mut() {
@@ -100,7 +102,12 @@ impl Shared {
                 stop(&self.counters, e, StopReason::Quiesce);
             }
             if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
-                start(&self.counters, e);
+                if saturated {
+                    e.vq.counters.refused.fetch_add(1, Relaxed);
+                    self.counters.refused.fetch_add(1, Relaxed);
+                } else {
+                    start(&self.counters, e);
+                }
             }
         }
     }
@@ -127,13 +134,16 @@ fn run(shared: Arc<Shared>) {
         .store(Ktime::ktime_get().to_ns(), Relaxed);
     let mut mm = MmCursor::new(&shared.counters);
     let mut rr = RoundRobin::new();
+    let mut aside = StepAside::new();
+    let mut sat = Saturation::new();
     while !kthread::should_stop() {
         let polled = {
             let mut inner = shared.inner.lock();
-            shared.serve(&mut inner);
+            shared.serve(&mut inner, sat.saturated(crate::clock::now()));
             shared.counters.polled_vqs.load(Relaxed)
         };
         if polled == 0 {
+            sat.rested();
             // Nothing to poll: sleep until a kick reaches the rate or vhost
             // asks for something.
             mm.leave();
@@ -143,7 +153,7 @@ fn run(shared: Arc<Shared>) {
             continue;
         }
         // One pass: each polled vq once, one handler run each.
-        let mut found = false;
+        let (mut found, mut paid) = (false, false);
         loop {
             if shared.waker.is_pending() || kthread::should_stop() {
                 break;
@@ -154,15 +164,31 @@ fn run(shared: Arc<Shared>) {
             };
             if let Some(e) = inner.get_mut(i) {
                 if e.polled {
-                    found |= visit(&shared.counters, e, &mut mm);
+                    let v = visit(&shared.counters, e, &mut mm);
+                    found |= v.work;
+                    paid |= v.queued;
                 }
             }
             drop(inner);
             kthread::cond_resched();
         }
         shared.counters.passes.fetch_add(1, Relaxed);
-        if !found {
-            crate::clock::pause();
+        // Others waiting for this CPU, and a pass that queued nothing:
+        // step aside for a while (see `StepAside`).
+        let contended = !kthread::single_task_running();
+        let pause = aside.after_pass(paid, found, contended);
+        sat.after_pass(crate::clock::now(), pause != Pause::None, contended);
+        match pause {
+            Pause::None => {}
+            Pause::Busy => crate::clock::pause(),
+            Pause::Sleep(us) => {
+                let c = &shared.counters;
+                c.asides.fetch_add(1, Relaxed);
+                c.aside_us.fetch_add(us.into(), Relaxed);
+                c.period(true);
+                crate::clock::step_aside(us);
+                c.period(false);
+            }
         }
         kthread::cond_resched();
     }

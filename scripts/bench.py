@@ -126,14 +126,31 @@ def run_drivers(specs, limit_s, want_polled=0):
                 log(f"{' '.join(p.args)}: exit {rc}")
 
 
+def worker_counters():
+    """The shared thread's counters (debugfs worker file) as a dict, or {}
+    when vhost_poll is not loaded."""
+    try:
+        with open("/sys/kernel/debug/vhost_poll/worker") as f:
+            names, values = f.readline().split(), f.readline().split()
+        return dict(zip(names, map(int, values)))
+    except (OSError, ValueError):
+        return {}
+
+
 def run_cell(raw, key, rec, specs, limit_s, want_polled=0):
     """run_drivers() for one record of raw[@key]; a failure is recorded
-    with its reason, and the run goes on."""
+    with its reason, and the run goes on. The thread's counters that
+    moved during the run (step-aside sleeps, refused starts, entries)
+    are kept with it."""
+    before = worker_counters()
     try:
         rec["drivers"], rec["polled_vqs_at_start"] = run_drivers(specs, limit_s, want_polled)
     except (RuntimeError, ValueError, OSError) as e:
         log(f"error: {e}")
         rec["error"] = str(e)
+    after = worker_counters()
+    rec["worker"] = {k: after[k] - before.get(k, 0)
+                     for k in ("asides", "aside_us", "refused", "passes") if k in after}
     raw[key].append(rec)
     return rec
 
@@ -145,7 +162,17 @@ def cell_args(dev, workload, batch, mode, warm, dur):
     return args
 
 
-def guest_run(out_dir, quick, reps, stop_idle):
+def cell_wanted(cells, dev, workload, batch, ndev):
+    """Whether a cell matches one of @cells, "DEV:WORKLOAD:BATCH:NDEV"
+    patterns whose fields may be "*" (all cells if @cells is empty)."""
+    if not cells:
+        return True
+    have = (dev, workload, str(batch), str(ndev))
+    return any(all(w in ("*", h) for w, h in zip(pat.split(":"), have))
+               for pat in cells)
+
+
+def guest_run(out_dir, quick, reps, stop_idle, cells=()):
     if quick:
         warm, dur, idle_s, crowd = 100, 300, 1, 4
         reps = reps or 1
@@ -160,7 +187,10 @@ def guest_run(out_dir, quick, reps, stop_idle):
             modes = MODES if dev == "net" else MODES[:3]
             for workload, batch in (("stream", 1), ("stream", 16), ("stream", 64), ("rr", 1)):
                 for ndev in (1, 4, 16):
-                    groups.append((dev, workload, batch, ndev, modes))
+                    if cell_wanted(cells, dev, workload, batch, ndev):
+                        groups.append((dev, workload, batch, ndev, modes))
+        if not groups:
+            raise SystemExit(f"--cells {','.join(cells)}: no cell matches")
     # vhost is a module in the x86_64 guest: vhost_test.ko needs it first.
     for mod in ("vhost", "vhost_net"):
         if not os.path.exists("/sys/module/" + mod):
@@ -178,7 +208,7 @@ def guest_run(out_dir, quick, reps, stop_idle):
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
                     "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s},
-           "cells": [], "idle": [], "crowd": [], "warmup": []}
+           "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
@@ -230,6 +260,21 @@ def guest_run(out_dir, quick, reps, stop_idle):
             run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit, n)
         set_param("poll_stop_idle", stop_idle)
         save(raw, out_dir)
+    # The hook's cost: many short runs of the most kick-heavy cell
+    # (vhost-test stream, batch 1, one device) without the module and with
+    # it loaded at rate 0, a pair at a time, the order alternating; each
+    # pair's ratio is one sample, so that drift in a shared machine's speed
+    # cancels within a pair and shows as spread across pairs.
+    npairs = 6 if quick else 40
+    for i in range(npairs):
+        order = ("notify", "hooked") if i % 2 == 0 else ("hooked", "notify")
+        if i % 10 == 0:
+            log(f"hook cost: pair {i + 1}/{npairs}")
+        for mode in order:
+            set_mode(mode, stop_idle)
+            run_cell(raw, "hook", {"pair": i, "mode": mode},
+                     [cell_args("test", "stream", 1, mode, 50, 250)], limit)
+    save(raw, out_dir)
     set_mode("notify", stop_idle)
     raw["meta"]["seconds"] = round(time.monotonic() - t_start, 1)
     raw["meta"]["complete"] = True
@@ -324,7 +369,8 @@ def summarise(raw, env, accel):
         if "error" in c:
             errors.setdefault(key, []).append(c["error"])
         else:
-            groups[key].append(rep_figures(c["drivers"]))
+            groups[key].append(dict(rep_figures(c["drivers"]), **{
+                "worker_" + k: v for k, v in c.get("worker", {}).items()}))
     cells = []
     for key, reps in groups.items():
         dev, wl, batch, mode, ndev = key
@@ -333,6 +379,9 @@ def summarise(raw, env, accel):
         for k in FIELDS:
             v = median(r[k] for r in reps)
             rec[k] = round(v, 4) if v is not None else None
+        for k in ("worker_refused", "worker_asides", "worker_aside_us"):
+            if any(k in r for r in reps):
+                rec[k] = median(r.get(k, 0) for r in reps)
         rec["reps"] = len(reps)
         rec["all_used_once"] = all(r["all_used_once"] for r in reps)
         rec["errors"] = errors.get(key, [])
@@ -369,6 +418,25 @@ def summarise(raw, env, accel):
             "ratio": busy / median(alone) if median(alone) else None,
             "polled_vqs_at_start": min(c["polled_vqs_at_start"] for c in crowd),
             "errors": [c["error"] for c in raw["crowd"] if "error" in c],
+        }
+    pc = [c for c in cells if c["mode"] == "poll" and "worker_refused" in c]
+    if pc:
+        probes["poller"] = [{
+            "cell": f"{c['device']} {c['workload']} batch {c['batch']} x{c['ndev']}",
+            "refused": c["worker_refused"], "asides": c["worker_asides"],
+            "aside_ms": c["worker_aside_us"] / 1000} for c in sorted(pc, key=sort_key)]
+    pairs = {}
+    for c in raw.get("hook", []):
+        if "error" not in c:
+            pairs.setdefault(c["pair"], {})[c["mode"]] = c["drivers"][0]["buffers_per_s"]
+    hr = sorted(p["hooked"] / p["notify"] for p in pairs.values()
+                if p.get("notify") and p.get("hooked"))
+    if hr:
+        q = statistics.quantiles(hr, n=4) if len(hr) > 1 else [hr[0]] * 3
+        probes["hook"] = {
+            "pairs": len(hr), "median": statistics.median(hr),
+            "q1": q[0], "q3": q[2], "min": hr[0], "max": hr[-1],
+            "errors": [c["error"] for c in raw.get("hook", []) if "error" in c],
         }
     return cells, probes
 
@@ -448,6 +516,11 @@ def targets(cells, probes):
             lambda v: (f"{pc:.1f}% vs {b['workers_cpu_pct']:.1f}% (x{v[0]:.2f})", v[0] <= 1))
     else:
         out.append(("net rr x4: poll vs busyloop", "not measured", None))
+    h = probes.get("hook")
+    if h:
+        add("hook cost: median hooked/notify >= 0.98 (alternating pairs)", [h["median"]],
+            lambda v: (f"x{v[0]:.3f} over {h['pairs']} pairs, quartiles x{h['q1']:.3f} to "
+                       f"x{h['q3']:.3f}", v[0] >= 0.98))
     i = probes["idle"]
     add("idle: vhost-poll CPU < 0.1% over the window", [i["cpu_pct"]],
         lambda v: (f"{v[0]:.4f}% over {i['window_s']} s", v[0] < 0.1))
@@ -545,6 +618,16 @@ def probe_lines(probes):
            f"load; asleep after {fmt(i['sleep_ms'], 1)} ms (max {fmt(i['sleep_ms_max'], 1)}, "
            f"bound poll_stop_idle + 1 jiffies = {fmt(i['bound_ms'], 0)} ms; {i['reps']} runs, "
            f"{i['not_polled_at_end']} left out: not polled when the load stopped)"]
+    if probes.get("poller"):
+        out.append("the thread in poll cells (median per run): " + "; ".join(
+            f"{p['cell']}: {p['refused']:.0f} refused, {p['asides']:.0f} step-asides "
+            f"({p['aside_ms']:.0f} ms)" for p in probes["poller"]))
+    h = probes.get("hook")
+    if h:
+        out.append(f"hook cost (vhost-test stream batch 1, one device; loaded at rate 0 "
+                   f"against not loaded, {h['pairs']} alternating pairs): median "
+                   f"x{h['median']:.3f}, quartiles x{h['q1']:.3f} to x{h['q3']:.3f}, "
+                   f"range x{h['min']:.3f} to x{h['max']:.3f}")
     ob = probes.get("one_busy")
     if ob:
         out.append(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
@@ -664,6 +747,10 @@ def check(out_dir):
         ok(ob and ob["ratio"] and ob["ratio"] > 0 and not ob["errors"] and
            ob["polled_vqs_at_start"] >= ob["ndev"],
            "one-busy probe: every device polled at the start, a ratio measured")
+        h = res["probes"].get("hook")
+        ok(h and h["pairs"] > 0 and all(math.isfinite(h[k]) and h[k] > 0
+                                        for k in ("median", "q1", "q3")) and not h["errors"],
+           "hook-cost probe: every pair ran, a median ratio measured")
         ok(len(res["targets"]) >= 9 and all(t["met"] is not None for t in res["targets"]
                                             if "not measured" not in t["figure"]),
            "targets evaluated")
@@ -693,6 +780,8 @@ def main():
     r.add_argument("--quick", action="store_true")
     r.add_argument("--reps", type=int, default=0, help="repetitions (default 5; quick 1)")
     r.add_argument("--stop-idle", type=int, default=2, help="poll_stop_idle in poll mode")
+    r.add_argument("--cells", default="",
+                   help="only these cells: DEV:WORKLOAD:BATCH:NDEV,... (* for any)")
     r = sub.add_parser("report", help="on the host: results, table, chart, targets")
     r.add_argument("out")
     r.add_argument("--command", default="make bench")
@@ -700,7 +789,8 @@ def main():
     r.add_argument("out")
     a = ap.parse_args()
     if a.cmd == "run":
-        guest_run(a.out, a.quick, a.reps, a.stop_idle)
+        guest_run(a.out, a.quick, a.reps, a.stop_idle,
+                  [c for c in a.cells.split(",") if c])
     elif a.cmd == "report":
         report(a.out, a.command)
     else:
