@@ -23,13 +23,6 @@ pub(crate) fn pause() {
     }
 }
 
-/// Sleeps `us` microseconds, giving the CPU to the tasks waiting for it
-/// (`StepAside`). `TASK_IDLE`: not counted in the load average. The worker
-/// is a kernel thread outside atomic context: it may sleep.
-pub(crate) fn step_aside(us: u32) {
-    delay::usleep_idle(us);
-}
-
 /// The current jiffy, as the policy counts time: the policy builds on the
 /// host too, so it has its own `Jiffy`, with `JiffiesInstant`'s rule.
 pub(crate) fn now() -> Jiffy {

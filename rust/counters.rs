@@ -14,11 +14,12 @@ pub(crate) struct WorkerCounters {
     pub(crate) idle_ns: AtomicU64,
     pub(crate) mm_switches: AtomicU64,
     pub(crate) polled_vqs: AtomicU32,
-    /// Passes after which the worker stepped aside (slept) for others.
+    /// Passes after which the worker yielded to tasks waiting for its CPU.
     pub(crate) asides: AtomicU64,
-    /// The time it slept so, in microseconds.
+    /// The time until it ran again, in microseconds.
     pub(crate) aside_us: AtomicU64,
-    /// Starts refused because the worker was saturated (`Saturation`).
+    /// Starts refused: the worker was contended (`Contention`), or the vq
+    /// cooling down (`CoolDown`).
     pub(crate) refused: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,

@@ -242,25 +242,24 @@ impl Window {
     }
 }
 
-/// How the worker pauses after a pass: it steps aside when other tasks
-/// wait for its CPU and its passes do not pay, the way KVM's halt polling
-/// shrinks its window when polling does not pay, and polls flat out again
-/// once they do.
+/// How the worker pauses after a pass: it steps aside for the tasks
+/// waiting for its CPU when its passes do not pay, the way KVM's halt
+/// polling stops polling when polling does not pay.
 ///
 /// A pass *pays* when it queued a handler: buffers were waiting and no
 /// handler was running or queued for them, so the poller did what a kick
 /// would have done. A pass that found handlers busy, or nothing, did not.
 ///
-/// - A pass that pays ends the backoff, and does not pause.
-/// - One that does not pay, with other tasks waiting for the CPU, sleeps:
-///   [`StepAside::MIN_US`] the first time, twice as long each next time,
-///   up to [`StepAside::MAX_US`].
-/// - One that does not pay, with the CPU to itself, halves the backoff; it
-///   pauses briefly, busy, if it found no work at all (as before).
+/// - A pass that pays goes on at once.
+/// - One that does not, with other tasks waiting for the CPU, yields to
+///   them: not a sleep with a timer, which would add its length to the
+///   wait of every ring that fills meanwhile (notifications are off), but
+///   a turn given, after which the worker polls again as soon as the CPU
+///   is free.
+/// - One that does not, with the CPU to itself, goes on at once if it
+///   found work, and pauses briefly, busy, if it found none.
 #[derive(Debug, Default)]
-pub struct StepAside {
-    us: u32,
-}
+pub struct StepAside;
 
 /// What the worker does after a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,36 +268,20 @@ pub enum Pause {
     None,
     /// Waits a moment, keeping the CPU.
     Busy,
-    /// Sleeps this many microseconds: the CPU is others'.
-    Sleep(u32),
+    /// Lets the tasks waiting for the CPU run first.
+    Yield,
 }
 
 impl StepAside {
-    /// The first sleep of a backoff, in microseconds.
-    pub const MIN_US: u32 = 16;
-    /// The longest, well under a jiffy at any `HZ`, so that an idle
-    /// window is still measured in visits.
-    pub const MAX_US: u32 = 512;
-
-    /// A worker that has not stepped aside.
-    pub const fn new() -> Self {
-        Self { us: 0 }
-    }
-
     /// The pause after a pass that `paid` (queued a handler), `found_work`
     /// (some handler took buffers), while other tasks were or were not
     /// waiting for the CPU (`contended`).
-    pub fn after_pass(&mut self, paid: bool, found_work: bool, contended: bool) -> Pause {
+    pub fn after_pass(paid: bool, found_work: bool, contended: bool) -> Pause {
         if paid {
-            self.us = 0;
-            return Pause::None;
-        }
-        if contended {
-            self.us = self.us.saturating_mul(2).clamp(Self::MIN_US, Self::MAX_US);
-            return Pause::Sleep(self.us);
-        }
-        self.us /= 2;
-        if found_work {
+            Pause::None
+        } else if contended {
+            Pause::Yield
+        } else if found_work {
             Pause::None
         } else {
             Pause::Busy
@@ -306,48 +289,174 @@ impl StepAside {
     }
 }
 
-/// Whether the worker has CPU time left for more virtqueues.
+/// Whether the worker competes for its CPU: polling then costs the
+/// other tasks (the devices' own workers, the guests) more than it saves.
 ///
-/// It has none, it is *saturated*, when for [`Saturation::JIFFIES`] jiffies
-/// in a row every pass found work, none paused or stepped aside, and
-/// other tasks were waiting for its CPU at the end of each: it competes
-/// for the CPU and never runs out of work. A virtqueue that then reaches
-/// `poll_start_rate` is left in notification mode, where its own worker
-/// serves it in parallel, and counted as refused.
+/// Polling pays on a CPU of its own, or one with time to spare: the
+/// shared thread notices a ring's buffers and wakes its worker while the
+/// guest goes on. On a CPU that the guests and the workers need, each
+/// pass of the thread is time they wait for, and a ring that fills waits
+/// for the thread's next turn where a kick would have woken its worker at
+/// once. So the worker measures, over windows of [`Contention::JIFFIES`]
+/// jiffies, how many of its passes ended with other tasks waiting for its
+/// CPU. When at least half did, the worker is *contended*: it hands its
+/// virtqueues back to notification mode (each then cools down, see
+/// [`CoolDown`]) and starts no others until a window says otherwise. With
+/// its own CPU (taskset, isolcpus: the "I/O core" of the shared-thread
+/// design) it is never contended.
 #[derive(Debug, Default)]
-pub struct Saturation {
-    /// Since when every pass was busy and contended.
-    busy_since: Option<Jiffy>,
+pub struct Contention {
+    /// The window being measured: its start, its passes, and how many of
+    /// them ended with others waiting.
+    start: Option<Jiffy>,
+    passes: u32,
+    waited: u32,
+    /// The verdict of the last whole window.
+    contended: bool,
 }
 
-impl Saturation {
-    /// How long the worker must be busy and contended to be saturated.
+impl Contention {
+    /// The length of a window.
     pub const JIFFIES: usize = 2;
 
-    /// Not saturated.
+    /// Not contended.
     pub const fn new() -> Self {
-        Self { busy_since: None }
-    }
-
-    /// A pass ended at `now`: it `rested` (paused or stepped aside) or
-    /// not, with others waiting for the CPU (`contended`) or not.
-    pub fn after_pass(&mut self, now: Jiffy, rested: bool, contended: bool) {
-        if rested || !contended {
-            self.busy_since = None;
-        } else if self.busy_since.is_none() {
-            self.busy_since = Some(now);
+        Self {
+            start: None,
+            passes: 0,
+            waited: 0,
+            contended: false,
         }
     }
 
-    /// The worker slept: it had time left.
-    pub fn rested(&mut self) {
-        self.busy_since = None;
+    /// A pass ended at `now`, with others waiting for the CPU or not.
+    pub fn after_pass(&mut self, now: Jiffy, others_waiting: bool) {
+        let start = *self.start.get_or_insert(now);
+        if now.since(start) >= Self::JIFFIES {
+            self.contended = self.passes > 0 && self.waited.saturating_mul(2) >= self.passes;
+            self.start = Some(now);
+            self.passes = 0;
+            self.waited = 0;
+        }
+        self.passes = self.passes.saturating_add(1);
+        self.waited = self.waited.saturating_add(others_waiting.into());
     }
 
-    /// Whether the worker is saturated at `now`.
-    pub fn saturated(&self, now: Jiffy) -> bool {
-        self.busy_since
-            .is_some_and(|since| now.since(since) >= Self::JIFFIES)
+    /// The worker slept with nothing to poll: measure afresh.
+    pub fn rested(&mut self) {
+        *self = Self::new();
+    }
+
+    /// Whether the last whole window found the worker contended.
+    pub fn contended(&self) -> bool {
+        self.contended
+    }
+}
+
+/// Whether polling a virtqueue pays: how many kicks it saves for the
+/// buffers its handlers take.
+///
+/// A visit that queues the handler does what a kick would have done: the
+/// ring had buffers and no handler was running or queued. A ring whose
+/// handler is nearly always running when visited gains little from
+/// polling, because vhost turns a driver's notifications off while a
+/// handler runs anyway: its driver kicked seldom per buffer even before.
+/// Such a virtqueue costs the poller's CPU and, when the ring drains, the
+/// wait for the next visit, and saves next to nothing: polling it is a
+/// loss. So over every [`Gain::SAMPLE`] buffers taken in poll mode, a
+/// virtqueue whose visits queued its handler fewer than `min_per_1k`
+/// times per thousand buffers (the `poll_min_gain` parameter; 0 never)
+/// goes back to notification mode, and is not polled again for a while
+/// ([`CoolDown`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gain {
+    taken: u64,
+    queued: u64,
+}
+
+impl Gain {
+    /// Buffers taken between two verdicts.
+    pub const SAMPLE: u64 = 4096;
+
+    /// No buffer seen yet.
+    pub const fn new() -> Self {
+        Self {
+            taken: 0,
+            queued: 0,
+        }
+    }
+
+    /// A visit saw `taken` buffers taken and queued the handler or not.
+    /// Returns whether the virtqueue should go back to notification mode:
+    /// its visits saved fewer than `min_per_1k` kicks per thousand buffers.
+    pub fn visit(&mut self, taken: u32, queued: bool, min_per_1k: u32) -> bool {
+        self.taken = self.taken.saturating_add(taken.into());
+        self.queued = self.queued.saturating_add(queued.into());
+        if self.taken < Self::SAMPLE {
+            return false;
+        }
+        let min = u64::from(min_per_1k);
+        let low = self.queued.saturating_mul(1000) < min.saturating_mul(self.taken);
+        *self = Self::new();
+        low
+    }
+}
+
+/// How long a virtqueue handed back for want of gain waits before it may
+/// be polled again: [`CoolDown::MIN_JIFFIES`] the first time, twice as long
+/// each time it is handed back again within the next wait, up to
+/// [`CoolDown::MAX_JIFFIES`]; back to the minimum once a poll period ends
+/// otherwise (idle, quiesce, off).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CoolDown {
+    jiffies: u32,
+    until: Option<Jiffy>,
+}
+
+impl CoolDown {
+    /// The first wait.
+    pub const MIN_JIFFIES: u32 = 16;
+    /// The longest.
+    pub const MAX_JIFFIES: u32 = 4096;
+
+    /// Never handed back.
+    pub const fn new() -> Self {
+        Self {
+            jiffies: 0,
+            until: None,
+        }
+    }
+
+    /// Handed back at `now` for want of gain.
+    pub fn hand_back(&mut self, now: Jiffy) {
+        let again = self.until.is_some_and(|u| {
+            !now.is_after(Jiffy::from_raw(u.raw().wrapping_add(self.jiffies as usize)))
+        });
+        self.jiffies = if again {
+            self.jiffies
+                .saturating_mul(2)
+                .clamp(Self::MIN_JIFFIES, Self::MAX_JIFFIES)
+        } else {
+            Self::MIN_JIFFIES
+        };
+        self.until = Some(Jiffy::from_raw(
+            now.raw().wrapping_add(self.jiffies as usize),
+        ));
+    }
+
+    /// A poll period ended for another reason: polling paid.
+    pub fn paid(&mut self) {
+        *self = Self::new();
+    }
+
+    /// Whether the virtqueue may enter poll mode at `now`.
+    pub fn allows(&self, now: Jiffy) -> bool {
+        self.until.map_or(true, |u| !u.is_after(now))
+    }
+
+    /// The current wait in jiffies (0: never handed back).
+    pub fn jiffies(&self) -> u32 {
+        self.jiffies
     }
 }
 
@@ -695,91 +804,133 @@ mod tests {
 
     #[test]
     fn step_aside_only_when_contended_and_not_paying() {
-        let mut s = StepAside::new();
-        // The CPU to itself: never sleeps.
-        assert_eq!(s.after_pass(false, false, false), Pause::Busy);
-        assert_eq!(s.after_pass(false, true, false), Pause::None);
-        assert_eq!(s.after_pass(true, true, false), Pause::None);
-        // Others wait, and passes queue nothing: sleeps, doubling.
-        assert_eq!(s.after_pass(false, true, true), Pause::Sleep(16));
-        assert_eq!(s.after_pass(false, false, true), Pause::Sleep(32));
-        assert_eq!(s.after_pass(false, true, true), Pause::Sleep(64));
-        // A pass that pays ends the backoff at once.
-        assert_eq!(s.after_pass(true, true, true), Pause::None);
-        assert_eq!(s.after_pass(false, true, true), Pause::Sleep(16));
+        // The CPU to itself: never yields.
+        assert_eq!(StepAside::after_pass(false, false, false), Pause::Busy);
+        assert_eq!(StepAside::after_pass(false, true, false), Pause::None);
+        assert_eq!(StepAside::after_pass(true, true, false), Pause::None);
+        // Others wait, and the pass queued nothing: yields to them.
+        assert_eq!(StepAside::after_pass(false, true, true), Pause::Yield);
+        assert_eq!(StepAside::after_pass(false, false, true), Pause::Yield);
+        // A pass that pays goes on, whoever waits.
+        assert_eq!(StepAside::after_pass(true, false, true), Pause::None);
     }
 
     #[test]
-    fn step_aside_is_bounded_and_decays() {
-        let mut s = StepAside::new();
-        for _ in 0..20 {
-            s.after_pass(false, false, true);
+    fn contended_when_half_the_passes_of_a_window_had_others_waiting() {
+        let mut c = Contention::new();
+        assert!(!c.contended());
+        // Jiffies 10 and 11: 3 of 4 passes with others waiting.
+        for w in [true, true, false, true] {
+            c.after_pass(j(10), w);
         }
-        assert_eq!(
-            s.after_pass(false, false, true),
-            Pause::Sleep(StepAside::MAX_US)
-        );
-        // The CPU free again: the backoff halves at each pass.
-        assert_eq!(s.after_pass(false, true, false), Pause::None);
-        assert_eq!(
-            s.after_pass(false, false, true),
-            Pause::Sleep(StepAside::MAX_US)
-        );
-        for _ in 0..20 {
-            s.after_pass(false, false, false);
+        assert!(!c.contended());
+        c.after_pass(j(12), false);
+        assert!(c.contended());
+        // Jiffies 12 and 13: 1 of 4.
+        for w in [false, false, true] {
+            c.after_pass(j(13), w);
         }
-        assert_eq!(
-            s.after_pass(false, false, true),
-            Pause::Sleep(StepAside::MIN_US)
-        );
+        c.after_pass(j(14), true);
+        assert!(!c.contended());
+        // Exactly half is contended.
+        c.after_pass(j(15), true);
+        c.after_pass(j(16), false);
+        assert!(c.contended());
     }
 
     #[test]
-    fn saturated_only_when_busy_and_contended_long_enough() {
-        let mut s = Saturation::new();
-        assert!(!s.saturated(j(0)));
-        s.after_pass(j(10), false, true);
-        assert!(!s.saturated(j(11)));
-        s.after_pass(j(11), false, true);
-        assert!(s.saturated(j(12)));
-        // One pass that rested, or found the CPU free, ends it.
-        s.after_pass(j(12), true, true);
-        assert!(!s.saturated(j(20)));
-        s.after_pass(j(20), false, true);
-        s.after_pass(j(30), false, false);
-        assert!(!s.saturated(j(30)));
-        // So does a sleep with nothing to poll.
-        s.after_pass(j(40), false, true);
-        s.rested();
-        assert!(!s.saturated(j(50)));
+    fn contention_starts_afresh_after_a_rest() {
+        let mut c = Contention::new();
+        c.after_pass(j(0), true);
+        c.after_pass(j(2), true);
+        assert!(c.contended());
+        c.rested();
+        assert!(!c.contended());
+        c.after_pass(j(usize::MAX), true);
+        // Across the wrap, a window still takes two jiffies.
+        c.after_pass(j(0), true);
+        assert!(!c.contended());
+        c.after_pass(j(1), false);
+        assert!(c.contended());
     }
 
     #[test]
-    fn saturation_across_the_wrap() {
-        let mut s = Saturation::new();
-        s.after_pass(j(usize::MAX), false, true);
-        assert!(!s.saturated(j(0)));
-        assert!(s.saturated(j(1)));
+    fn gain_hands_back_a_ring_that_polling_barely_helps() {
+        let mut g = Gain::new();
+        // A stream: handler busy at nearly every visit, 2 kicks saved per
+        // thousand buffers.
+        let mut verdicts = Vec::new();
+        for i in 0..2048u32 {
+            verdicts.push(g.visit(2, i % 256 == 0, 16));
+        }
+        assert!(verdicts[..2047].iter().all(|v| !v));
+        assert!(verdicts[2047]);
     }
 
     #[test]
-    fn window_decays_while_busy_in_poll_mode() {
-        let mut w = Window::new();
-        for t in [0, 10, 20, 30] {
-            period(&mut w, t, true, t + 5, true);
+    fn gain_keeps_a_request_response_ring() {
+        let mut g = Gain::new();
+        // One buffer per request, the handler queued by the poller each time.
+        for _ in 0..100_000 {
+            assert!(!g.visit(1, true, 16));
         }
-        w.enter(j(40), B);
-        assert_eq!(w.jiffies(B), 16);
-        // Work at every visit: halves every DECAY * max = 64 jiffies.
-        for t in 41..104 {
-            w.work(j(t), B);
+        // Exactly at the threshold: kept.
+        let mut g = Gain::new();
+        let mut low = false;
+        for i in 0..4096u32 {
+            low |= g.visit(1, i % 62 == 0 && i < 62 * 66, 16);
         }
-        assert_eq!(w.jiffies(B), 16);
-        w.work(j(104), B);
-        assert_eq!(w.jiffies(B), 8);
-        for t in 105..400 {
-            w.work(j(t), B);
+        assert!(!low);
+    }
+
+    #[test]
+    fn gain_zero_never_hands_back() {
+        let mut g = Gain::new();
+        for _ in 0..100_000 {
+            assert!(!g.visit(4, false, 0));
         }
-        assert_eq!(w.jiffies(B), 2);
+    }
+
+    #[test]
+    fn cool_down_doubles_when_handed_back_again_soon() {
+        let mut c = CoolDown::new();
+        assert!(c.allows(j(0)));
+        c.hand_back(j(100));
+        assert_eq!(c.jiffies(), 16);
+        assert!(!c.allows(j(115)));
+        assert!(c.allows(j(116)));
+        // Handed back again within the next wait: twice as long.
+        c.hand_back(j(120));
+        assert_eq!(c.jiffies(), 32);
+        assert!(!c.allows(j(151)));
+        assert!(c.allows(j(152)));
+        for t in 0..20 {
+            c.hand_back(j(200 + t));
+        }
+        assert_eq!(c.jiffies(), CoolDown::MAX_JIFFIES);
+        // A period that ended otherwise resets it.
+        c.paid();
+        assert!(c.allows(j(221)));
+        c.hand_back(j(300));
+        assert_eq!(c.jiffies(), 16);
+    }
+
+    #[test]
+    fn cool_down_starts_over_after_a_long_quiet() {
+        let mut c = CoolDown::new();
+        c.hand_back(j(0));
+        c.hand_back(j(20));
+        assert_eq!(c.jiffies(), 32);
+        // Long after the wait ended, plus as long again: the minimum.
+        c.hand_back(j(1000));
+        assert_eq!(c.jiffies(), 16);
+    }
+
+    #[test]
+    fn cool_down_across_the_wrap() {
+        let mut c = CoolDown::new();
+        c.hand_back(j(usize::MAX - 4));
+        assert!(!c.allows(j(5)));
+        assert!(c.allows(j(11)));
     }
 }

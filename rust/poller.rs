@@ -7,7 +7,7 @@
 //! `inner`, for one short step of the worker at most.
 
 use crate::clock::now;
-use crate::policy::{Idle, RateTracker, Window};
+use crate::policy::{CoolDown, Gain, Idle, RateTracker, Window};
 use crate::table::Entry;
 use crate::visit::stop;
 use crate::vq::{VqCounters, VqState};
@@ -47,6 +47,8 @@ impl Poller for Shared {
             polled: false,
             idle: Idle::new(now()),
             window: Window::new(),
+            gain: Gain::new(),
+            cool: CoolDown::new(),
         };
         if inner.insert(entry).is_err() {
             pr_warn!(

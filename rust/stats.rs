@@ -22,15 +22,15 @@ impl ShowFile for Vqs {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused\n"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool\n"
         );
-        self.0.for_each_vq(|vq, polled, window| {
+        self.0.for_each_vq(|vq, polled, window, cool| {
             let c = &vq.counters;
             // 0 once vhost detached it (the table is behind by a step).
             let pid = vq.vq.access().map_or(0, |vq| vq.owner());
             seq_print!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
                 pid,
                 vq.dev,
                 vq.index,
@@ -43,6 +43,9 @@ impl ShowFile for Vqs {
                 c.exits.load(Relaxed),
                 window,
                 c.refused.load(Relaxed),
+                c.queued.load(Relaxed),
+                c.held.load(Relaxed),
+                cool,
             );
         });
         Ok(())

@@ -2,7 +2,7 @@
 
 //! The worker's table of the virtqueues vhost has shown the module.
 
-use crate::policy::{Idle, Window};
+use crate::policy::{CoolDown, Gain, Idle, Window};
 use crate::vq::VqState;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
@@ -19,6 +19,10 @@ pub(crate) struct Entry {
     pub(crate) idle: Idle,
     /// The idle window, kept from one poll period to the next.
     pub(crate) window: Window,
+    /// Whether polling saves kicks, over the current poll period.
+    pub(crate) gain: Gain,
+    /// The wait after a hand-back for want of gain.
+    pub(crate) cool: CoolDown,
 }
 
 /// The table, behind `Shared::inner`.

@@ -42,6 +42,11 @@ module! {
             permissions: 0o644,
             description: "Longest idle window (jiffies) of a vq that keeps coming back to polling",
         },
+        poll_min_gain: u32 {
+            default: 16,
+            permissions: 0o644,
+            description: "Kicks per 1000 buffers polling must save to keep a vq (0 = keep all)",
+        },
     },
 }
 

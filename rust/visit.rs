@@ -5,7 +5,7 @@
 
 use crate::clock::{idle_bounds, now};
 use crate::counters::WorkerCounters;
-use crate::policy::Idle;
+use crate::policy::{Gain, Idle};
 use crate::table::Entry;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{kthread::MmUse, mm::MmWithUser, prelude::*, types::ARef, vhost_poller::StopReason};
@@ -62,6 +62,7 @@ pub(crate) fn start(c: &WorkerCounters, e: &mut Entry) {
     let t = now();
     e.idle = Idle::new(t);
     e.window.enter(t, idle_bounds());
+    e.gain = Gain::new();
     e.vq.counters.enters.fetch_add(1, Relaxed);
     c.polled_vqs.fetch_add(1, Relaxed);
 }
@@ -82,8 +83,14 @@ pub(crate) fn stop(c: &WorkerCounters, e: &mut Entry, why: StopReason) {
     // Until now they were kicks of a polled vq, which count for nothing.
     e.vq.polled.store(false, Relaxed);
     e.polled = false;
+    let t = now();
     let idle = matches!(why, StopReason::Idle);
-    e.window.exit(now(), idle, &e.idle, idle_bounds());
+    e.window.exit(t, idle, &e.idle, idle_bounds());
+    if matches!(why, StopReason::Gain) {
+        e.cool.hand_back(t);
+    } else {
+        e.cool.paid();
+    }
     e.vq.counters.exits.fetch_add(1, Relaxed);
     c.polled_vqs.fetch_sub(1, Relaxed);
 }
@@ -130,7 +137,15 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
         // ring keeps its handler, and so its mutex, nearly all the time,
         // while one held by a blocked ioctl takes nothing, so the pass
         // pauses and the vq leaves poll mode once idle.
-        Ok(polled) => (polled.taken, polled.queued),
+        Ok(polled) => {
+            if polled.queued {
+                c.queued.fetch_add(1, Relaxed);
+            }
+            if polled.held {
+                c.held.fetch_add(1, Relaxed);
+            }
+            (polled.taken, polled.queued)
+        }
         // vhost took the vq back (quiesce), its owner was killed (vhost
         // runs none of its handlers again), or its ring cannot be read now
         // without a fault: hand it back. A handler run in its own worker
@@ -140,6 +155,19 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
             return Visit::default();
         }
     };
+    if e.gain.visit(
+        taken,
+        queued,
+        crate::module_parameters::poll_min_gain.value(),
+    ) {
+        // Polling it saves next to no kicks: vhost's own suppression
+        // while its handler runs does nearly as well (see `Gain`).
+        stop(wc, e, StopReason::Gain);
+        return Visit {
+            work: taken > 0,
+            queued,
+        };
+    }
     if taken > 0 {
         c.poll_work.fetch_add(1, Relaxed);
         let t = now();

@@ -24,8 +24,13 @@ pub(crate) struct VqCounters {
     pub(crate) enters: AtomicU64,
     /// Exits from poll mode.
     pub(crate) exits: AtomicU64,
-    /// Starts the worker refused: it was saturated.
+    /// Starts the worker refused: it was contended, or this vq cooling
+    /// down.
     pub(crate) refused: AtomicU64,
+    /// Visits that queued the handler: each did what a kick would have.
+    pub(crate) queued: AtomicU64,
+    /// Visits that found the vq held (its handler running, most often).
+    pub(crate) held: AtomicU64,
 }
 
 /// The module's view of one virtqueue.

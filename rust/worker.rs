@@ -23,7 +23,7 @@
 //! is `inner`, then the guard's lock, then (tried only) the vq's mutex.
 
 use crate::counters::WorkerCounters;
-use crate::policy::{Pause, RoundRobin, Saturation, StepAside};
+use crate::policy::{Contention, Pause, RoundRobin, StepAside};
 use crate::table::Inner;
 use crate::visit::{start, stop, visit, MmCursor};
 use crate::vq::VqState;
@@ -75,9 +75,9 @@ impl Shared {
     }
 
     /// Calls `f` for each virtqueue, in table order, under the lock, with
-    /// whether it is polled (not if vhost took it back meanwhile) and its
-    /// idle window.
-    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32)) {
+    /// whether it is polled (not if vhost took it back meanwhile), its
+    /// idle window and its cool-down after a hand-back for want of gain.
+    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32)) {
         let inner = self.inner.lock();
         let bounds = crate::clock::idle_bounds();
         for e in inner.iter() {
@@ -85,15 +85,18 @@ impl Shared {
                 &e.vq,
                 e.polled && e.vq.polled.load(Relaxed),
                 e.window.jiffies(bounds),
+                e.cool.jiffies(),
             );
         }
     }
 
     /// Settles the books of the vqs vhost took back and starts polling
     /// those whose kicks reached the rate, unless the worker is
-    /// `saturated`: those it leaves to their own workers, and counts as
-    /// refused. Called with `inner` held.
-    fn serve(&self, inner: &mut Inner, saturated: bool) {
+    /// `contended` or the vq is cooling down after a hand-back for want of
+    /// gain: those it leaves to their own workers, and counts as refused.
+    /// Called with `inner` held.
+    fn serve(&self, inner: &mut Inner, contended: bool) {
+        let now = crate::clock::now();
         self.waker.take();
         let rate_on = crate::module_parameters::poll_start_rate.value() != 0;
         for e in inner.iter_mut() {
@@ -102,13 +105,22 @@ impl Shared {
                 stop(&self.counters, e, StopReason::Quiesce);
             }
             if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
-                if saturated {
+                if contended || !e.cool.allows(now) {
                     e.vq.counters.refused.fetch_add(1, Relaxed);
                     self.counters.refused.fetch_add(1, Relaxed);
                 } else {
                     start(&self.counters, e);
                 }
             }
+        }
+    }
+
+    /// Hands every polled vq back for want of gain: the worker competes
+    /// for its CPU (`Contention`). Each then cools down.
+    fn hand_back_all(&self) {
+        let mut inner = self.inner.lock();
+        for e in inner.iter_mut() {
+            stop(&self.counters, e, StopReason::Gain);
         }
     }
 
@@ -124,6 +136,12 @@ impl Shared {
     }
 }
 
+/// Whether polled vqs that do not pay go back to notification mode: not
+/// with `poll_min_gain` 0, which keeps every polled vq.
+fn hands_back() -> bool {
+    crate::module_parameters::poll_min_gain.value() != 0
+}
+
 /// The worker's loop.
 fn run(shared: Arc<Shared>) {
     let pid = current!().pid();
@@ -134,16 +152,15 @@ fn run(shared: Arc<Shared>) {
         .store(Ktime::ktime_get().to_ns(), Relaxed);
     let mut mm = MmCursor::new(&shared.counters);
     let mut rr = RoundRobin::new();
-    let mut aside = StepAside::new();
-    let mut sat = Saturation::new();
+    let mut contention = Contention::new();
     while !kthread::should_stop() {
         let polled = {
             let mut inner = shared.inner.lock();
-            shared.serve(&mut inner, sat.saturated(crate::clock::now()));
+            shared.serve(&mut inner, contention.contended() && hands_back());
             shared.counters.polled_vqs.load(Relaxed)
         };
         if polled == 0 {
-            sat.rested();
+            contention.rested();
             // Nothing to poll: sleep until a kick reaches the rate or vhost
             // asks for something.
             mm.leave();
@@ -176,18 +193,22 @@ fn run(shared: Arc<Shared>) {
         // Others waiting for this CPU, and a pass that queued nothing:
         // step aside for a while (see `StepAside`).
         let contended = !kthread::single_task_running();
-        let pause = aside.after_pass(paid, found, contended);
-        sat.after_pass(crate::clock::now(), pause != Pause::None, contended);
+        let pause = StepAside::after_pass(paid, found, contended);
+        contention.after_pass(crate::clock::now(), contended);
+        if contention.contended() && hands_back() {
+            shared.hand_back_all();
+        }
         match pause {
             Pause::None => {}
             Pause::Busy => crate::clock::pause(),
-            Pause::Sleep(us) => {
+            Pause::Yield => {
                 let c = &shared.counters;
+                let t0 = Ktime::ktime_get();
+                kthread::yield_now();
+                let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
                 c.asides.fetch_add(1, Relaxed);
-                c.aside_us.fetch_add(us.into(), Relaxed);
-                c.period(true);
-                crate::clock::step_aside(us);
-                c.period(false);
+                c.aside_us
+                    .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
             }
         }
         kthread::cond_resched();

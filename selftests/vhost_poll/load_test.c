@@ -53,6 +53,8 @@ TEST(modinfo_describes_parameters)
 		"parmtype=poll_stop_idle:uint",
 		"parm=poll_stop_idle_max:Longest idle window",
 		"parmtype=poll_stop_idle_max:uint",
+		"parm=poll_min_gain:Kicks per 1000 buffers",
+		"parmtype=poll_min_gain:uint",
 		"license=GPL",
 		"description=Per-virtqueue adaptive polling for vhost",
 	};

@@ -8,7 +8,7 @@
 #include "kselftest_harness.h"
 
 static const char *const params[] = {
-	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max",
+	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -48,6 +48,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_start_rate", "0\n");
 	EXPECT_PARAM("poll_stop_idle", "2\n");
 	EXPECT_PARAM("poll_stop_idle_max", "16\n");
+	EXPECT_PARAM("poll_min_gain", "16\n");
 }
 
 TEST_F(loaded, permissions_0644)
@@ -142,6 +143,7 @@ TEST(load_bad_value_fails)
 		"poll_stop_idle=abc", "poll_stop_idle=-1", "poll_stop_idle=",
 		"poll_stop_idle=1x", "poll_stop_idle=4294967296",
 		"poll_stop_idle_max=abc", "poll_stop_idle_max=-1",
+		"poll_min_gain=1x", "poll_min_gain=4294967296",
 		"poll_start_rate",
 	};
 	const char *why = vp_cannot_run();

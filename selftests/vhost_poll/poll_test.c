@@ -324,6 +324,42 @@ TEST_F(poll, idle_window_grows_and_shrinks)
 	       grown, sum.window);
 }
 
+/* c4. A polled vq whose visits save fewer than poll_min_gain kicks per
+ * thousand buffers goes back to notification mode and cools down before it
+ * may be polled again; with poll_min_gain 0 it stays. Batches of 16 let a
+ * visit queue the handler at most once per batch, some 62 times per
+ * thousand buffers: under 500, whatever the machine.
+ */
+TEST_F(poll, little_gain_goes_back_and_cools_down)
+{
+	struct vp_vq_row sum;
+	__u64 exits;
+	int polled;
+
+	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	exits = sum.exits;
+	ASSERT_EQ(0, vp_param_set("poll_min_gain", 500));
+	ASSERT_EQ(0, vring_stream(&self->d, 20000, 16, STALL_MS));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	/* Left poll mode (no idle exit: the window is 10 s), and cools down. */
+	EXPECT_LT(exits, sum.exits);
+	EXPECT_LE(16, sum.cool);
+
+	/* Kept polled when nothing is asked of polling. */
+	ASSERT_EQ(0, vp_param_set("poll_min_gain", 0));
+	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	exits = sum.exits;
+	ASSERT_EQ(0, vring_stream(&self->d, 20000, 16, STALL_MS));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	EXPECT_EQ(exits, sum.exits);
+	EXPECT_EQ(1, polled);
+	EXPECT_TRUE(vring_all_used_once(&self->d));
+	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused",
+	       sum.cool, sum.queued, sum.held, sum.refused);
+}
+
 /* d. poll_start_rate=0 mid-stream returns the vq to notifications at once;
  * a rate again brings polling back; nothing is lost on the way.
  */
@@ -1386,7 +1422,7 @@ static void unload_run(struct __test_metadata *_metadata, struct vring_drv *d,
 	t0 = vp_now_ms();
 	ASSERT_EQ(0, vp_unload());
 	*one_ms = vp_now_ms() - t0;
-	ASSERT_EQ(0, vp_load("poll_start_rate=4 poll_stop_idle=2"));
+	ASSERT_EQ(0, vp_load("poll_start_rate=4 poll_stop_idle=2" VP_STEADY));
 	for (i = 1; i < many; i++)
 		ASSERT_EQ(0, td_open(&d[i], 1 << 10));
 	ASSERT_EQ(many * td_vqs(), vp_vq_sum(getpid(), -1, &sum, NULL));
@@ -1899,7 +1935,7 @@ TEST_F(teardown, only_opted_in_drivers_attach)
 	ASSERT_EQ(0, ioctl(fd, VHOST_SET_OWNER, NULL));
 	EXPECT_EQ(0, vp_vq_sum(getpid(), -1, &sum, NULL));
 	ASSERT_EQ(0, vp_unload());
-	ASSERT_EQ(0, vp_load("poll_start_rate=4 poll_stop_idle=2"));
+	ASSERT_EQ(0, vp_load("poll_start_rate=4 poll_stop_idle=2" VP_STEADY));
 	EXPECT_EQ(0, vp_vq_sum(getpid(), -1, &sum, NULL));
 	ASSERT_EQ(0, td_open(&d, 1 << 10));
 	EXPECT_EQ(td_vqs(), vp_vq_sum(getpid(), -1, &sum, NULL));

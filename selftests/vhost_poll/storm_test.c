@@ -915,7 +915,7 @@ TEST_F_TIMEOUT(storm, insmod_rmmod_while_streaming, storm_timeout())
 		hot += wait_any_polled(500);
 		ret = unload_retry(1000, &retries);
 		ASSERT_EQ(0, ret) TH_LOG("unload %u: %s", i, strerror(-ret));
-		ret = vp_load("poll_start_rate=4 poll_stop_idle=2");
+		ret = vp_load("poll_start_rate=4 poll_stop_idle=2" VP_STEADY);
 		ASSERT_EQ(0, ret) TH_LOG("load %u: %s", i, strerror(-ret));
 	}
 	/* Polled again under the last load before the streams end. */

@@ -238,7 +238,14 @@ struct vp_vq_row {
 	unsigned long long enters, exits;
 	/* The idle window in jiffies (poll_stop_idle_max); 0 if not shown. */
 	unsigned long long window;
+	/* Starts refused, visits that queued the handler or found it held,
+	 * and the cool-down after a hand-back for want of gain (jiffies).
+	 */
+	unsigned long long refused, queued, held, cool;
 };
+
+/* A row of the vqs file: the ten first columns are in every version. */
+#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu"
 
 /* Read the rows of the vqs file; returns how many, or -errno. */
 static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
@@ -256,11 +263,11 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 	while (n < max && fgets(line, sizeof(line), f)) {
 		struct vp_vq_row *r = &rows[n];
 
-		r->window = 0;
-		if (sscanf(line, "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu",
-			   &r->pid, &r->dev, &r->vq, mode, &r->kicks,
+		memset(r, 0, sizeof(*r));
+		if (sscanf(line, VP_VQ_ROW, &r->pid, &r->dev, &r->vq, mode, &r->kicks,
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
-			   &r->enters, &r->exits, &r->window) < 10)
+			   &r->enters, &r->exits, &r->window, &r->refused,
+			   &r->queued, &r->held, &r->cool) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -291,6 +298,10 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->enters += rows[i].enters;
 		sum->exits += rows[i].exits;
 		sum->window += rows[i].window;
+		sum->refused += rows[i].refused;
+		sum->queued += rows[i].queued;
+		sum->held += rows[i].held;
+		sum->cool += rows[i].cool;
 		if (polled && rows[i].poll)
 			(*polled)++;
 	}
@@ -532,6 +543,14 @@ static inline int vp_load_vhost_test(void)
 	return ret == -EEXIST ? 0 : ret;
 }
 
+/*
+ * Parameters that keep poll mode as most tests assume it: the idle window
+ * fixed at poll_stop_idle (poll_stop_idle_max), and a streaming vq kept
+ * polled however few kicks that saves (poll_min_gain). The window's moves
+ * and the hand-back for want of gain have tests of their own.
+ */
+#define VP_STEADY " poll_stop_idle_max=2 poll_min_gain=0"
+
 /* What a test program needs besides vhost_poll.ko, for vp_cannot_run_here(). */
 #define VP_NEEDS_DEBUGFS	0x1	/* the counters under VP_DEBUGFS */
 #define VP_NEEDS_VHOST_TEST	0x2	/* /dev/vhost-test */
@@ -770,12 +789,8 @@ static inline const char *vp_setup_modules(bool vhost_test)
 		return vp_test_ko() ? "vhost_test.ko refused" : VP_TEST_KO_MISSING;
 	if (vp_loaded() && vp_unload())
 		return "vhost_poll is loaded and busy";
-	/*
-	 * A failed load is the test's own assertions' to report. The idle
-	 * window is fixed at poll_stop_idle, as the bounds the tests check
-	 * assume; the window's moves have tests of their own.
-	 */
-	vp_load("poll_start_rate=0 poll_stop_idle=2 poll_stop_idle_max=2");
+	/* A failed load is the test's own assertions' to report. */
+	vp_load("poll_start_rate=0 poll_stop_idle=2" VP_STEADY);
 	return NULL;
 }
 
