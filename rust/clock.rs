@@ -3,7 +3,10 @@
 //! Time as the module counts it, and how an empty pass lets it go by.
 
 use crate::policy::{Bounds, Jiffy};
-use kernel::time::{delay, jiffies};
+use kernel::{
+    kthread,
+    time::{delay, jiffies},
+};
 
 /// How long a pass that found no work pauses, in microseconds.
 const EMPTY_PASS_PAUSE_US: u32 = 2;
@@ -20,6 +23,18 @@ pub(crate) fn pause() {
         delay::usleep_idle(EMPTY_PASS_PAUSE_US);
     } else {
         delay::ndelay(EMPTY_PASS_PAUSE_US * 1000);
+    }
+}
+
+/// Lets the tasks waiting for the CPU run first (`Pause::Yield`): a yield,
+/// so that the worker polls again as soon as the CPU is free. On UML a
+/// sleep, as in `pause`: under simulated time a task that never sleeps
+/// stops the clock, and `jiffies` with it.
+pub(crate) fn give_way() {
+    if cfg!(CONFIG_UML) {
+        delay::usleep_idle(EMPTY_PASS_PAUSE_US);
+    } else {
+        kthread::yield_now();
     }
 }
 

@@ -250,14 +250,15 @@ impl Window {
 /// handler was running or queued for them, so the poller did what a kick
 /// would have done. A pass that found handlers busy, or nothing, did not.
 ///
-/// - A pass that pays goes on at once.
-/// - One that does not, with other tasks waiting for the CPU, yields to
-///   them: not a sleep with a timer, which would add its length to the
+/// - One that does not pay, with other tasks waiting for the CPU, yields
+///   to them: not a sleep with a timer, which would add its length to the
 ///   wait of every ring that fills meanwhile (notifications are off), but
 ///   a turn given, after which the worker polls again as soon as the CPU
 ///   is free.
-/// - One that does not, with the CPU to itself, goes on at once if it
-///   found work, and pauses briefly, busy, if it found none.
+/// - Otherwise it goes on at once if it found work (some handler took
+///   buffers since the last visit), and pauses briefly if it found none,
+///   as before this rule: a pass that only queued handlers for buffers
+///   nobody takes (a hostile ring) must not spin.
 #[derive(Debug, Default)]
 pub struct StepAside;
 
@@ -277,9 +278,7 @@ impl StepAside {
     /// (some handler took buffers), while other tasks were or were not
     /// waiting for the CPU (`contended`).
     pub fn after_pass(paid: bool, found_work: bool, contended: bool) -> Pause {
-        if paid {
-            Pause::None
-        } else if contended {
+        if contended && !paid {
             Pause::Yield
         } else if found_work {
             Pause::None
@@ -811,8 +810,12 @@ mod tests {
         // Others wait, and the pass queued nothing: yields to them.
         assert_eq!(StepAside::after_pass(false, true, true), Pause::Yield);
         assert_eq!(StepAside::after_pass(false, false, true), Pause::Yield);
-        // A pass that pays goes on, whoever waits.
-        assert_eq!(StepAside::after_pass(true, false, true), Pause::None);
+        // A pass that pays does not yield, whoever waits; with no work
+        // taken yet it still pauses (a hostile ring shows buffers at every
+        // visit that nobody takes).
+        assert_eq!(StepAside::after_pass(true, true, true), Pause::None);
+        assert_eq!(StepAside::after_pass(true, false, true), Pause::Busy);
+        assert_eq!(StepAside::after_pass(true, false, false), Pause::Busy);
     }
 
     #[test]
