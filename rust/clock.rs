@@ -26,13 +26,17 @@ pub(crate) fn pause() {
     }
 }
 
-/// Lets the tasks waiting for the CPU run first (`Pause::Yield`): a yield,
-/// so that the worker polls again as soon as the CPU is free. On UML a
-/// sleep, as in `pause`: under simulated time a task that never sleeps
+/// Lets the tasks waiting for the CPU run first (`Pause::Yield`) after a
+/// pass that `found` work or not: a yield, so that the worker polls again
+/// as soon as the CPU is free. On UML, whose one CPU always has others
+/// waiting, the rule before the yield: a pause (a sleep) after a pass
+/// that found nothing, for under simulated time a task that never sleeps
 /// stops the clock, and `jiffies` with it.
-pub(crate) fn give_way() {
+pub(crate) fn give_way(found: bool) {
     if cfg!(CONFIG_UML) {
-        delay::usleep_idle(EMPTY_PASS_PAUSE_US);
+        if !found {
+            pause();
+        }
     } else {
         kthread::yield_now();
     }

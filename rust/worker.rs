@@ -204,7 +204,7 @@ fn run(shared: Arc<Shared>) {
             Pause::Yield => {
                 let c = &shared.counters;
                 let t0 = Ktime::ktime_get();
-                crate::clock::give_way();
+                crate::clock::give_way(found);
                 let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
                 c.asides.fetch_add(1, Relaxed);
                 c.aside_us

@@ -254,10 +254,11 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
             if any(d.get("idle_polled_at_start", 0) > 0
                    for d in raw["idle"][-1].get("drivers", [])):
                 break
-        set_param("poll_min_gain", min_gain)
         # One busy device among many polled ones, against it alone. The
         # idle ones enter poll mode with a burst and stay there: a long
-        # poll_stop_idle keeps them polled.
+        # poll_stop_idle keeps them polled, and poll_min_gain 0 keeps
+        # them from being handed back (they save nothing: they are idle).
+        # The probe measures what visiting polled queues costs.
         set_param("poll_stop_idle", 60 * hz)
         busy = cell_args("test", "stream", 16, "poll", warm, dur) + ["-k", "64"]
         idle = ["-d", "test", "-w", "idle", "-W", str(warm), "-D", str(dur), "-k", "64"]
@@ -265,6 +266,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
             log(f"rep {rep + 1}/{reps} one busy among {n} polled")
             run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit, n)
         set_param("poll_stop_idle", stop_idle)
+        set_param("poll_min_gain", min_gain)
         save(raw, out_dir)
     # The hook's cost: many short runs of the most kick-heavy cell
     # (vhost-test stream, batch 1, one device) without the module and with
