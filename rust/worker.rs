@@ -97,6 +97,9 @@ impl Shared {
     /// Called with `inner` held.
     fn serve(&self, inner: &mut Inner, contended: bool) {
         let now = crate::clock::now();
+        // With `poll_min_gain` 0 nothing is handed back, and nothing waits
+        // out a cool-down from before.
+        let cool_downs = hands_back();
         self.waker.take();
         let rate_on = crate::module_parameters::poll_start_rate.value() != 0;
         for e in inner.iter_mut() {
@@ -105,7 +108,7 @@ impl Shared {
                 stop(&self.counters, e, StopReason::Quiesce);
             }
             if !e.polled && e.vq.want_poll.swap(false, Relaxed) && rate_on {
-                if contended || !e.cool.allows(now) {
+                if contended || (cool_downs && !e.cool.allows(now)) {
                     e.vq.counters.refused.fetch_add(1, Relaxed);
                     self.counters.refused.fetch_add(1, Relaxed);
                 } else {
