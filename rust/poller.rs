@@ -37,7 +37,7 @@ impl Poller for Shared {
                 polled: AtomicBool::new(false),
                 want_poll: AtomicBool::new(false),
                 counters: VqCounters::default(),
-                waker: this.waker.clone(),
+                waker: this.first.waker.clone(),
             },
             GFP_KERNEL,
         )
@@ -45,6 +45,7 @@ impl Poller for Shared {
         let entry = Entry {
             vq: state.clone(),
             polled: false,
+            lane: this.first.clone(),
             idle: Idle::new(now()),
             window: Window::new(),
             gain: Gain::new(),
@@ -82,7 +83,7 @@ impl Poller for Shared {
         if let Some(e) = inner.get_mut(slot) {
             // vhost takes the vq out of poll mode itself; this keeps the
             // counters right.
-            stop(&this.counters, e, StopReason::Detach);
+            stop(e, StopReason::Detach);
         }
         // The worker may still be in the owner's address space: it holds a
         // user reference of its own, so vhost may let go of its own now,

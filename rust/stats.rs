@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The counters, in debugfs: `/sys/kernel/debug/vhost_poll/vqs` (a row per
-//! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (the shared
-//! thread). Plain text: a header line of column names, then rows.
+//! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (a row per
+//! polling thread). Plain text: a header line of column names, then rows.
 
 use crate::worker::Shared;
 use core::sync::atomic::Ordering::Relaxed;
@@ -22,15 +22,15 @@ impl ShowFile for Vqs {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool\n"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool thread\n"
         );
-        self.0.for_each_vq(|vq, polled, window, cool| {
+        self.0.for_each_vq(|vq, polled, window, cool, thread| {
             let c = &vq.counters;
             // 0 once vhost detached it (the table is behind by a step).
             let pid = vq.vq.access().map_or(0, |vq| vq.owner());
             seq_print!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
                 pid,
                 vq.dev,
                 vq.index,
@@ -46,6 +46,7 @@ impl ShowFile for Vqs {
                 c.queued.load(Relaxed),
                 c.held.load(Relaxed),
                 cool,
+                thread,
             );
         });
         Ok(())
@@ -56,33 +57,38 @@ struct Worker(Arc<Shared>);
 
 impl ShowFile for Worker {
     fn show(&self, m: &SeqFile) -> Result {
-        let c = &self.0.counters;
-        // Add the period in progress, so that a busy worker's time moves.
-        let since = c.since_ns.load(Relaxed);
-        let current = u64::try_from(Ktime::ktime_get().to_ns() - since).unwrap_or(0);
-        let (mut busy, mut idle) = (c.busy_ns.load(Relaxed), c.idle_ns.load(Relaxed));
-        if c.asleep.load(Relaxed) {
-            idle = idle.saturating_add(current);
-        } else {
-            busy = busy.saturating_add(current);
-        }
         seq_print!(
             m,
-            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused\n"
+            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread\n"
         );
-        seq_print!(
-            m,
-            "{} {} {} {} {} {} {} {} {}\n",
-            c.pid.load(Relaxed),
-            c.passes.load(Relaxed),
-            busy,
-            idle,
-            c.mm_switches.load(Relaxed),
-            c.polled_vqs.load(Relaxed),
-            c.asides.load(Relaxed),
-            c.aside_us.load(Relaxed),
-            c.refused.load(Relaxed),
-        );
+        let now = Ktime::ktime_get().to_ns();
+        // A row per polling thread, in order.
+        self.0.for_each_lane(|lane| {
+            let c = &lane.counters;
+            // Add the period in progress, so that a busy thread's time
+            // moves.
+            let current = u64::try_from(now - c.since_ns.load(Relaxed)).unwrap_or(0);
+            let (mut busy, mut idle) = (c.busy_ns.load(Relaxed), c.idle_ns.load(Relaxed));
+            if c.asleep.load(Relaxed) {
+                idle = idle.saturating_add(current);
+            } else {
+                busy = busy.saturating_add(current);
+            }
+            seq_print!(
+                m,
+                "{} {} {} {} {} {} {} {} {} {}\n",
+                c.pid.load(Relaxed),
+                c.passes.load(Relaxed),
+                busy,
+                idle,
+                c.mm_switches.load(Relaxed),
+                c.polled_vqs.load(Relaxed),
+                c.asides.load(Relaxed),
+                c.aside_us.load(Relaxed),
+                c.refused.load(Relaxed),
+                lane.index,
+            );
+        });
         Ok(())
     }
 }

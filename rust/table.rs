@@ -2,8 +2,9 @@
 
 //! The worker's table of the virtqueues vhost has shown the module.
 
-use crate::policy::{CoolDown, Gain, Idle, Window};
+use crate::policy::{CoolDown, Gain, Idle, Window, THREADS_MAX};
 use crate::vq::VqState;
+use crate::worker::Lane;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     prelude::*,
@@ -15,6 +16,8 @@ pub(crate) struct Entry {
     pub(crate) vq: Arc<VqState>,
     /// In poll mode (the worker's view; `vq.polled` mirrors it for kicks).
     pub(crate) polled: bool,
+    /// The polling thread that polls it, or did last.
+    pub(crate) lane: Arc<Lane>,
     /// The current (or last) poll period's work.
     pub(crate) idle: Idle,
     /// The idle window, kept from one poll period to the next.
@@ -32,20 +35,55 @@ pub(crate) struct Entry {
 /// Each attached virtqueue the module follows has exactly one entry,
 /// from its `attach` until its `detach`; a slot is `None` once its
 /// virtqueue was detached, and is reused by a later attach. The number
-/// of entries with `polled` set is `WorkerCounters::polled_vqs`.
+/// of entries with `polled` set and `lane` pointing to a thread is that
+/// thread's `WorkerCounters::polled_vqs`. `lanes[0]` is the first thread's,
+/// always there; `lanes[i]` is there while polling thread `i` runs.
 pub(crate) struct Inner {
     entries: KVec<Option<Entry>>,
+    lanes: [Option<Arc<Lane>>; THREADS_MAX],
     /// The last device number given out, for the counters.
     next_dev: u32,
 }
 
 impl Inner {
-    pub(crate) fn new() -> Self {
+    /// A table with no virtqueue, and the first thread's `first`.
+    pub(crate) fn new(first: Arc<Lane>) -> Self {
+        let mut lanes: [Option<Arc<Lane>>; THREADS_MAX] = core::array::from_fn(|_| None);
+        lanes[0] = Some(first);
         // INVARIANT: No virtqueue is followed yet, and none is polled.
         Self {
             entries: KVec::new(),
+            lanes,
             next_dev: 0,
         }
+    }
+
+    /// The polling threads, in order; `None` where thread `i` is not
+    /// running.
+    pub(crate) fn lanes(&self) -> &[Option<Arc<Lane>>; THREADS_MAX] {
+        &self.lanes
+    }
+
+    /// Records that polling thread `i` (not the first) runs with `lane`,
+    /// or, with `None`, that it stopped, after handing back its vqs.
+    pub(crate) fn set_lane(&mut self, i: usize, lane: Option<Arc<Lane>>) {
+        if let Some(slot) = self.lanes.get_mut(i).filter(|_| i > 0) {
+            *slot = lane;
+        }
+    }
+
+    /// The entries, with the polling threads, to place vqs while
+    /// iterating.
+    pub(crate) fn entries_and_lanes(
+        &mut self,
+    ) -> (
+        impl Iterator<Item = &mut Entry>,
+        &[Option<Arc<Lane>>; THREADS_MAX],
+    ) {
+        (
+            self.entries.as_mut_slice().iter_mut().flatten(),
+            &self.lanes,
+        )
     }
 
     /// The slot of `vq`'s entry.

@@ -42,6 +42,11 @@ module! {
             permissions: 0o644,
             description: "Longest idle window (jiffies) of a vq that keeps coming back to polling",
         },
+        poll_threads: u32 {
+            default: 1,
+            permissions: 0o644,
+            description: "Polling threads that may share the polled vqs (1 to 8)",
+        },
         poll_min_gain: u32 {
             default: 16,
             permissions: 0o644,
@@ -65,11 +70,12 @@ impl kernel::Module for VhostPoll {
         let handoff = worker::Handoff::new()?;
         let thread_handoff = handoff.clone();
         let worker = KThread::run(c_str!("vhost-poll"), move || {
-            worker::run_when_given(thread_handoff)
+            worker::run_first(thread_handoff)
         })
         .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
         let shared = worker::Shared::new(worker.task().into())?;
         handoff.give(shared.clone());
+        shared.first.waker.wake();
         let stats = stats::Stats::new(&shared)
             .inspect_err(|e| pr_warn!("no counters in debugfs: {:?}\n", e))
             .ok();

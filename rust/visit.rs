@@ -7,8 +7,11 @@ use crate::clock::{idle_bounds, now};
 use crate::counters::WorkerCounters;
 use crate::policy::{Gain, Idle};
 use crate::table::Entry;
+use crate::worker::Lane;
 use core::sync::atomic::Ordering::Relaxed;
-use kernel::{kthread::MmUse, mm::MmWithUser, prelude::*, types::ARef, vhost_poller::StopReason};
+use kernel::{
+    kthread::MmUse, mm::MmWithUser, prelude::*, sync::Arc, types::ARef, vhost_poller::StopReason,
+};
 
 /// The address space the worker is in, switched only when the next vq
 /// needs another one. It holds a user reference on it.
@@ -47,13 +50,15 @@ impl<'a> MmCursor<'a> {
     }
 }
 
-/// Puts `e` in poll mode: its own worker turns notifications off.
-pub(crate) fn start(c: &WorkerCounters, e: &mut Entry) {
+/// Puts `e` in poll mode, polled by `lane`'s thread: its own worker turns
+/// notifications off. Returns whether it did.
+pub(crate) fn start(e: &mut Entry, lane: &Arc<Lane>) -> bool {
     // Detached meanwhile, or no worker: leave it alone.
     if !e.vq.vq.access().is_some_and(|vq| vq.start().is_ok()) {
-        return;
+        return false;
     }
     e.polled = true;
+    e.lane = lane.clone();
     e.vq.polled.store(true, Relaxed);
     // Kicks that reached the rate while polling was being started asked
     // for what just happened; kicks from now on do not count. Left set, the
@@ -64,14 +69,15 @@ pub(crate) fn start(c: &WorkerCounters, e: &mut Entry) {
     e.window.enter(t, idle_bounds());
     e.gain = Gain::new();
     e.vq.counters.enters.fetch_add(1, Relaxed);
-    c.polled_vqs.fetch_add(1, Relaxed);
+    lane.counters.polled_vqs.fetch_add(1, Relaxed);
+    true
 }
 
 /// Returns `e` to notification mode. Its own worker turns notifications
 /// back on and runs its handler once, for what came in while they were off
 /// (the classic race) and what a run left; vhost does the same when it
 /// takes a vq back (quiesce, detach), and then this only settles the books.
-pub(crate) fn stop(c: &WorkerCounters, e: &mut Entry, why: StopReason) {
+pub(crate) fn stop(e: &mut Entry, why: StopReason) {
     if !e.polled {
         return;
     }
@@ -92,7 +98,7 @@ pub(crate) fn stop(c: &WorkerCounters, e: &mut Entry, why: StopReason) {
         e.cool.paid();
     }
     e.vq.counters.exits.fetch_add(1, Relaxed);
-    c.polled_vqs.fetch_sub(1, Relaxed);
+    e.lane.counters.polled_vqs.fetch_sub(1, Relaxed);
 }
 
 /// What one visit saw, for the pause after the pass.
@@ -109,14 +115,14 @@ pub(crate) struct Visit {
 /// and returns it to notification mode when idle long enough, when
 /// polling was switched off, or when vhost took it back.
 #[must_use = "the pause after a pass depends on what its visits saw"]
-pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -> Visit {
+pub(crate) fn visit(e: &mut Entry, mm: &mut MmCursor<'_>) -> Visit {
     // Switched off, or taken back by vhost (quiesce).
     if crate::module_parameters::poll_start_rate.value() == 0 {
-        stop(wc, e, StopReason::Off);
+        stop(e, StopReason::Off);
         return Visit::default();
     }
     if !e.vq.polled.load(Relaxed) {
-        stop(wc, e, StopReason::Quiesce);
+        stop(e, StopReason::Quiesce);
         return Visit::default();
     }
     // The owner's address space, entered without a guard held (it may
@@ -124,7 +130,7 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
     let owner_mm = e.vq.vq.access().and_then(|vq| vq.mm());
     let Some(mmu) = owner_mm.and_then(|owner_mm| mm.enter(owner_mm)) else {
         // No owner, so no ring: nothing to poll.
-        stop(wc, e, StopReason::Error);
+        stop(e, StopReason::Error);
         return Visit::default();
     };
     let c = &e.vq.counters;
@@ -151,7 +157,7 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
         // without a fault: hand it back. A handler run in its own worker
         // meets the fault or the error, once, as after a kick.
         Err(_) => {
-            stop(wc, e, StopReason::Error);
+            stop(e, StopReason::Error);
             return Visit::default();
         }
     };
@@ -162,7 +168,7 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
     ) {
         // Polling it saves next to no kicks: vhost's own suppression
         // while its handler runs does nearly as well (see `Gain`).
-        stop(wc, e, StopReason::Gain);
+        stop(e, StopReason::Gain);
         return Visit {
             work: taken > 0,
             queued,
@@ -178,7 +184,7 @@ pub(crate) fn visit(wc: &WorkerCounters, e: &mut Entry, mm: &mut MmCursor<'_>) -
     c.empty_polls.fetch_add(1, Relaxed);
     e.idle.empty();
     if e.idle.stops(now(), e.window.jiffies(idle_bounds())) {
-        stop(wc, e, StopReason::Idle);
+        stop(e, StopReason::Idle);
     }
     Visit {
         work: false,

@@ -55,6 +55,8 @@ TEST(modinfo_describes_parameters)
 		"parmtype=poll_stop_idle_max:uint",
 		"parm=poll_min_gain:Kicks per 1000 buffers",
 		"parmtype=poll_min_gain:uint",
+		"parm=poll_threads:Polling threads",
+		"parmtype=poll_threads:uint",
 		"license=GPL",
 		"description=Per-virtqueue adaptive polling for vhost",
 	};

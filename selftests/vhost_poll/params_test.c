@@ -9,6 +9,7 @@
 
 static const char *const params[] = {
 	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
+	"poll_threads",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -49,6 +50,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_stop_idle", "2\n");
 	EXPECT_PARAM("poll_stop_idle_max", "16\n");
 	EXPECT_PARAM("poll_min_gain", "16\n");
+	EXPECT_PARAM("poll_threads", "1\n");
 }
 
 TEST_F(loaded, permissions_0644)
@@ -122,16 +124,19 @@ TEST_F(loaded, write_empty_keeps_value)
 
 TEST(load_with_values)
 {
+	const char *args =
+		"poll_start_rate=16 poll_stop_idle=3 poll_stop_idle_max=40 poll_threads=3";
 	const char *why = vp_cannot_run();
 
 	if (why)
 		SKIP(return, "%s", why);
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
-	ASSERT_EQ(0, vp_load("poll_start_rate=16 poll_stop_idle=3 poll_stop_idle_max=40"));
+	ASSERT_EQ(0, vp_load(args));
 	EXPECT_PARAM("poll_start_rate", "16\n");
 	EXPECT_PARAM("poll_stop_idle", "3\n");
 	EXPECT_PARAM("poll_stop_idle_max", "40\n");
+	EXPECT_PARAM("poll_threads", "3\n");
 	EXPECT_EQ(0, vp_unload());
 }
 
@@ -144,6 +149,7 @@ TEST(load_bad_value_fails)
 		"poll_stop_idle=1x", "poll_stop_idle=4294967296",
 		"poll_stop_idle_max=abc", "poll_stop_idle_max=-1",
 		"poll_min_gain=1x", "poll_min_gain=4294967296",
+		"poll_threads=two", "poll_threads=-1",
 		"poll_start_rate",
 	};
 	const char *why = vp_cannot_run();

@@ -799,6 +799,83 @@ TEST_F(teardown, many_devices_one_thread)
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
+/* How many of process @pid's polled vqs thread @thread polls. */
+static int polled_by(int pid, unsigned int thread)
+{
+	struct vp_vq_row rows[256];
+	int n = vp_vq_rows(rows, 256), i, found = 0;
+
+	for (i = 0; i < n; i++)
+		if (rows[i].pid == pid && rows[i].poll && rows[i].thread == thread)
+			found++;
+	return found;
+}
+
+/* Wait up to @ms until exactly @want polling threads run. */
+static bool threads_become(int want, unsigned int ms)
+{
+	int second = want > 1 ? 1 : 0;
+	struct vp_worker w[16];
+
+	for (; ms; ms--) {
+		if (vp_workers(w, 16) == want &&
+		    vp_count_threads("vhost-poll/1") == second)
+			return true;
+		vp_sleep_ms(1);
+	}
+	return false;
+}
+
+/*
+ * e'. poll_threads 2: a second thread, vhost-poll/1, is started and
+ * polls the vq that reached the rate while the first polled another (a
+ * vq goes to the thread that polls the fewest). Back to 1, the second
+ * thread hands its vq back, with buffers in flight, and is stopped:
+ * nothing is lost. Back to 2, it is started again and takes the next vq.
+ */
+TEST_F(teardown, second_thread_shares_and_goes)
+{
+	unsigned int idle = 8 * vp_jiffy_hz();
+	struct vring_drv d[3];
+	struct vp_worker w[16];
+	int i;
+
+	ASSERT_EQ(0, vp_param_set("poll_threads", 2));
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, td_open(&d[i], 1 << 20));
+		ASSERT_EQ(0, poll_with_idle(&d[i], idle));
+	}
+	EXPECT_EQ(1, polled_by(getpid(), 0));
+	EXPECT_EQ(1, polled_by(getpid(), 1));
+	ASSERT_EQ(2, vp_workers(w, 16));
+	EXPECT_EQ(1, w[1].thread);
+	EXPECT_EQ(1, w[1].polled_vqs);
+	EXPECT_EQ(1, vp_count_threads("vhost-poll/1"));
+
+	for (i = 0; i < 2; i++)
+		vring_post(&d[i], RING / 2);
+	ASSERT_EQ(0, vp_param_set("poll_threads", 1));
+	EXPECT_TRUE(threads_become(1, STALL_MS));
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ(0, vring_drain(&d[i], STALL_MS));
+		EXPECT_TRUE(vring_all_used_once(&d[i]));
+	}
+	EXPECT_EQ(0, polled_by(getpid(), 1));
+
+	ASSERT_EQ(0, vp_param_set("poll_threads", 2));
+	/* The first thread still polls one vq: the next goes to a new second. */
+	ASSERT_EQ(1, polled_by(getpid(), 0));
+	ASSERT_EQ(0, td_open(&d[2], 1 << 20));
+	ASSERT_EQ(0, poll_with_idle(&d[2], idle));
+	EXPECT_EQ(1, polled_by(getpid(), 1));
+	EXPECT_TRUE(threads_become(2, STALL_MS));
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(0, vring_stream(&d[i], 2000, 1, STALL_MS));
+		EXPECT_TRUE(vring_all_used_once(&d[i]));
+		vring_close(&d[i]);
+	}
+}
+
 /* Open a vhost-test driver and kick it past RATE_LOW; 0 or -errno. */
 static int kicked_driver(struct vring_drv *d, __u64 max_bufs)
 {

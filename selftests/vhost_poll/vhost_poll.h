@@ -242,10 +242,12 @@ struct vp_vq_row {
 	 * and the cool-down after a hand-back for want of gain (jiffies).
 	 */
 	unsigned long long refused, queued, held, cool;
+	/* The polling thread that polls it, or did last (0: the first). */
+	unsigned int thread;
 };
 
 /* A row of the vqs file: the ten first columns are in every version. */
-#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu"
+#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u"
 
 /* Read the rows of the vqs file; returns how many, or -errno. */
 static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
@@ -267,7 +269,7 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 		if (sscanf(line, VP_VQ_ROW, &r->pid, &r->dev, &r->vq, mode, &r->kicks,
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
 			   &r->enters, &r->exits, &r->window, &r->refused,
-			   &r->queued, &r->held, &r->cool) < 10)
+			   &r->queued, &r->held, &r->cool, &r->thread) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -308,12 +310,43 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 	return n < 0 ? n : found;
 }
 
-/* The row of /sys/kernel/debug/vhost_poll/worker. */
+/* A row of /sys/kernel/debug/vhost_poll/worker: one polling thread. */
 struct vp_worker {
 	int pid;
 	unsigned long long passes, busy_ns, idle_ns, mm_switches;
 	unsigned int polled_vqs;
+	/* Its number, 0 for the first thread; 0 if not shown. */
+	unsigned int thread;
 };
+
+/* Read the rows of the worker file (a polling thread each); returns how
+ * many, or -errno.
+ */
+static inline int vp_workers(struct vp_worker *w, int max)
+{
+	unsigned long long asides, aside_us, refused;
+	char line[256];
+	FILE *f = fopen(VP_DEBUGFS "worker", "re");
+	int n = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(line, sizeof(line), f) || strncmp(line, "pid passes", 10)) {
+		fclose(f);
+		return -EPROTO;
+	}
+	while (n < max && fgets(line, sizeof(line), f)) {
+		memset(&w[n], 0, sizeof(w[n]));
+		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u",
+			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
+			   &w[n].mm_switches, &w[n].polled_vqs, &asides,
+			   &aside_us, &refused, &w[n].thread) < 6)
+			continue;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
 
 static inline int vp_worker(struct vp_worker *w)
 {
@@ -762,13 +795,23 @@ static inline bool vp_wait_polled(int pid, int want, unsigned int ms)
 	return false;
 }
 
-/* Wait up to @ms until the worker polls nothing and sleeps. */
+/* Whether every polling thread polls nothing and sleeps. */
+static inline bool vp_workers_asleep(void)
+{
+	struct vp_worker w[16];
+	int n = vp_workers(w, 16), i;
+
+	for (i = 0; i < n; i++)
+		if (w[i].polled_vqs || vp_task_state(w[i].pid) != 'S')
+			return false;
+	return n > 0;
+}
+
+/* Wait up to @ms until every polling thread polls nothing and sleeps. */
 static inline bool vp_worker_settles(unsigned int ms)
 {
-	struct vp_worker w;
-
 	for (; ms; ms--) {
-		if (!vp_worker(&w) && !w.polled_vqs && vp_task_state(w.pid) == 'S')
+		if (vp_workers_asleep())
 			return true;
 		vp_sleep_ms(1);
 	}
