@@ -399,13 +399,25 @@ impl Gain {
         *self = Self::new();
         low
     }
+
+    /// Whether the buffers taken since the last verdict show that polling
+    /// paid: visits queued the handler at least `min_per_1k` times per
+    /// thousand buffers, and at least once. A poll period that ends for
+    /// another reason (idle, say) with this true ends the cool-down
+    /// ([`CoolDown::paid`]); one that took buffers without it leaves the
+    /// cool-down as it is, so that a stream that pauses now and then
+    /// does not start its probing over.
+    pub fn paid(&self, min_per_1k: u32) -> bool {
+        self.queued > 0
+            && self.queued.saturating_mul(1000) >= u64::from(min_per_1k).saturating_mul(self.taken)
+    }
 }
 
 /// How long a virtqueue handed back for want of gain waits before it may
 /// be polled again: [`CoolDown::MIN_JIFFIES`] the first time, twice as long
 /// each time it is handed back again within the next wait, up to
 /// [`CoolDown::MAX_JIFFIES`]; back to the minimum once a poll period ends
-/// otherwise (idle, quiesce, off).
+/// otherwise (idle, quiesce, off) having paid ([`Gain::paid`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CoolDown {
     jiffies: u32,
@@ -950,6 +962,19 @@ mod tests {
             low |= g.visit(1, i % 62 == 0 && i < 62 * 66, 16);
         }
         assert!(!low);
+    }
+
+    #[test]
+    fn gain_paid_needs_a_queued_visit_at_the_rate() {
+        let mut g = Gain::new();
+        assert!(!g.paid(16), "nothing seen: no proof it paid");
+        assert!(!g.visit(100, false, 16));
+        assert!(!g.paid(16), "buffers taken, no handler queued");
+        assert!(!g.visit(1, true, 16));
+        assert!(!g.paid(16), "1 queued in 101 buffers is under 16 per 1000");
+        assert!(g.paid(1) && g.paid(0));
+        assert!(!g.visit(1, true, 16));
+        assert!(g.paid(16), "2 queued in 102 buffers: about 19.6 per 1000");
     }
 
     #[test]

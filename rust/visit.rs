@@ -94,7 +94,7 @@ pub(crate) fn stop(e: &mut Entry, why: StopReason) {
     e.window.exit(t, idle, &e.idle, idle_bounds());
     if matches!(why, StopReason::Gain) {
         e.cool.hand_back(t);
-    } else {
+    } else if e.gain.paid(crate::module_parameters::poll_min_gain.value()) {
         e.cool.paid();
     }
     e.vq.counters.exits.fetch_add(1, Relaxed);

@@ -118,17 +118,39 @@ static int find_task(const char *comm)
 	return pid;
 }
 
-/* Run time of this driver, its device's worker and vhost-poll's thread. */
+/* Run time of this driver, its device's worker and vhost-poll's threads. */
 struct cpu_snap {
 	__u64 t;
 	__s64 driver, worker, poller;
 };
 
-static void cpu_snap(struct cpu_snap *s, int worker, int poller)
+/*
+ * Run time of every polling thread (poll_threads), summed; -1 without
+ * vhost_poll. A thread started during the run counts from its start; one
+ * stopped during it makes the sum fall, and the figure unknown.
+ */
+static __s64 pollers_runtime_ns(void)
+{
+	struct vp_worker w[16];
+	int n = vp_workers(w, 16), i;
+	__s64 sum = 0, ns;
+
+	if (n <= 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		ns = task_runtime_ns(w[i].pid);
+		if (ns < 0)
+			return -1;
+		sum += ns;
+	}
+	return sum;
+}
+
+static void cpu_snap(struct cpu_snap *s, int worker)
 {
 	s->driver = task_runtime_ns(getpid());
 	s->worker = worker > 0 ? task_runtime_ns(worker) : -1;
-	s->poller = poller > 0 ? task_runtime_ns(poller) : -1;
+	s->poller = pollers_runtime_ns();
 	s->t = now_ns();
 }
 
@@ -218,33 +240,34 @@ static int run_phase(struct vring_drv *d, enum workload w, unsigned int batch)
 }
 
 /*
- * After the load: the time until the vhost-poll thread is asleep with no
- * vq polled, and its CPU over @secs seconds from the end of the load.
+ * After the load: the time until every polling thread is asleep with no
+ * vq polled, and their CPU over @secs seconds from the end of the load.
  */
 static void idle_probe(unsigned int secs, double *sleep_ms, double *idle_cpu, int *polled)
 {
 	__u64 t0 = now_ns(), t_end = t0 + secs * 1000000000ULL, t;
-	struct vp_worker w;
+	struct vp_worker w[16];
+	int n = vp_workers(w, 16), i;
 	__s64 c0, c1;
 
 	*sleep_ms = -1;
 	*idle_cpu = -1;
 	*polled = -1;
-	if (vp_worker(&w))
+	if (n <= 0)
 		return;
 	/* Whether the load ended in poll mode: else there is nothing to see. */
-	*polled = w.polled_vqs;
-	c0 = task_runtime_ns(w.pid);
+	for (*polled = 0, i = 0; i < n; i++)
+		*polled += w[i].polled_vqs;
+	c0 = pollers_runtime_ns();
 	while ((t = now_ns()) < t_end) {
-		if (*sleep_ms < 0 && !vp_worker(&w) && !w.polled_vqs &&
-		    vp_task_state(w.pid) == 'S')
+		if (*sleep_ms < 0 && vp_workers_asleep())
 			*sleep_ms = (t - t0) / 1e6;
 		if (*sleep_ms < 0)
 			vp_sleep_us(100);
 		else
 			vp_sleep_ms((t_end - t) / 1000000 + 1);
 	}
-	c1 = task_runtime_ns(w.pid);
+	c1 = pollers_runtime_ns();
 	*idle_cpu = cpu_pct(c0, c1, now_ns() - t0);
 }
 
@@ -290,8 +313,7 @@ int main(int argc, char **argv)
 	__u64 used0, kicks0, posted0, n, p50 = 0, p99 = 0, seen = 0;
 	unsigned long long start;
 	struct cpu_snap c0, c1;
-	int worker, poller = -1, idle_polled = -1;
-	struct vp_worker vw;
+	int worker, idle_polled = -1;
 	double sleep_ms = -1, idle_cpu = -1, secs;
 	bool sync = false, first = true;
 	struct vring_drv d;
@@ -372,8 +394,6 @@ int main(int argc, char **argv)
 	}
 	snprintf(line, sizeof(line), "vhost-%d", getpid());
 	worker = find_task(line);
-	if (!vp_worker(&vw))
-		poller = vw.pid;
 	sigaction(SIGALRM, &sa, NULL);
 	if (kicks && (vring_post_kicked(&d, kicks) != kicks || vring_drain(&d, STALL_MS))) {
 		fprintf(stderr, "vhost_bench: the first %u buffers were not used\n", kicks);
@@ -404,11 +424,11 @@ int main(int argc, char **argv)
 	used0 = d.used;
 	kicks0 = d.kicks;
 	posted0 = d.posted;
-	cpu_snap(&c0, worker, poller);
+	cpu_snap(&c0, worker);
 	arm(dur);
 	if (!ret)
 		ret = run_phase(&d, w, batch);
-	cpu_snap(&c1, worker, poller);
+	cpu_snap(&c1, worker);
 	n = d.used - used0;
 	kicks0 = d.kicks - kicks0;
 	posted0 = d.posted - posted0;
