@@ -813,6 +813,18 @@ mod tests {
         s
     }
 
+    /// A window grown to `B.max` by quick returns, in poll mode since
+    /// jiffy 30.
+    fn grown_to_max() -> Window {
+        let mut w = Window::new();
+        for t in [0, 10, 20] {
+            period(&mut w, t, true, t + 5, true);
+        }
+        w.enter(j(30), B);
+        assert_eq!(w.jiffies(B), 16);
+        w
+    }
+
     #[test]
     fn window_grows_from_zero() {
         let zero = Bounds { min: 0, max: 8 };
@@ -825,12 +837,7 @@ mod tests {
 
     #[test]
     fn window_shrinks_when_the_vq_comes_back_late() {
-        let mut w = Window::new();
-        for t in [0, 10, 20] {
-            period(&mut w, t, true, t + 5, true);
-        }
-        w.enter(j(30), B);
-        assert_eq!(w.jiffies(B), 16);
+        let mut w = grown_to_max();
         w.exit(j(40), true, &worked(40), B);
         // 100 jiffies later: more than `max` after the exit.
         w.enter(j(140), B);
@@ -839,12 +846,7 @@ mod tests {
 
     #[test]
     fn window_shrinks_when_polling_took_nothing() {
-        let mut w = Window::new();
-        for t in [0, 10, 20] {
-            period(&mut w, t, true, t + 5, true);
-        }
-        w.enter(j(30), B);
-        assert_eq!(w.jiffies(B), 16);
+        let mut w = grown_to_max();
         // A period with no buffer taken: halves, and coming back soon
         // after it is no reason to grow.
         w.exit(j(50), true, &Idle::new(j(30)), B);
