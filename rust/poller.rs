@@ -7,7 +7,7 @@
 //! `inner`, for one short step of the worker at most.
 
 use crate::clock::now;
-use crate::policy::{CoolDown, Gain, Idle, RateTracker, Window};
+use crate::policy::{CoolDown, Gain, Idle, RateTracker, StartGate, Window};
 use crate::table::Entry;
 use crate::visit::stop;
 use crate::vq::{VqCounters, VqState};
@@ -36,6 +36,7 @@ impl Poller for Shared {
                 rate: RateTracker::new(),
                 polled: AtomicBool::new(false),
                 want_poll: AtomicBool::new(false),
+                gate: StartGate::new(),
                 counters: VqCounters::default(),
                 waker: this.first.waker.clone(),
             },

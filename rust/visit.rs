@@ -94,6 +94,10 @@ pub(crate) fn stop(e: &mut Entry, why: StopReason) {
     e.window.exit(t, idle, &e.idle, idle_bounds());
     if matches!(why, StopReason::Gain) {
         e.cool.hand_back(t);
+        // Its kicks need not ask before the cool-down ends.
+        if let Some(until) = e.cool.until() {
+            e.vq.gate.defer_until(until);
+        }
     } else if e.gain.paid(crate::module_parameters::poll_min_gain.value()) {
         e.cool.paid();
     }

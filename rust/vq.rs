@@ -3,7 +3,7 @@
 //! What the module keeps for each virtqueue vhost shows it, and the kick
 //! hook that counts its rate.
 
-use crate::policy::{starts_polling, RateTracker};
+use crate::policy::{starts_polling, RateTracker, StartGate};
 use crate::waker::Waker;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use kernel::{sync::Arc, vhost_poller::Vq};
@@ -47,6 +47,8 @@ pub(crate) struct VqState {
     pub(crate) polled: AtomicBool,
     /// Set by a kick that reached `poll_start_rate`, taken by the worker.
     pub(crate) want_poll: AtomicBool,
+    /// Closed by the worker when it refuses a start, until it would not.
+    pub(crate) gate: StartGate,
     pub(crate) counters: VqCounters,
     /// Wakes the worker when the rate is reached.
     pub(crate) waker: Arc<Waker>,
@@ -67,12 +69,17 @@ impl VqState {
         if rate == 0 {
             return;
         }
-        let count = self.rate.record(crate::clock::now());
+        let now = crate::clock::now();
+        let count = self.rate.record(now);
+        let enforced = crate::module_parameters::poll_min_gain.value() != 0;
         // Relaxed: `Waker::wake`'s `Release` swap orders this store before
         // it, for the worker's `Acquire` swap in `Waker::take`. Only the
         // kick that sets the flag wakes the worker; that is safe because the
         // worker cannot miss a flag whose setter woke it (see `wake`).
-        if starts_polling(count, rate) && !self.want_poll.swap(true, Relaxed) {
+        if starts_polling(count, rate)
+            && self.gate.allows(now, enforced)
+            && !self.want_poll.swap(true, Relaxed)
+        {
             self.waker.wake();
         }
     }

@@ -193,13 +193,21 @@ impl Shared {
                 )
             });
             let lane = place(loads).and_then(|i| lanes[i].as_ref());
+            let cooling = cool_downs && !e.cool.allows(now);
             match lane {
-                Some(lane) if !cool_downs || e.cool.allows(now) => {
+                Some(lane) if !cooling => {
                     if start(e, lane) && lane.index != 0 {
                         lane.waker.wake();
                     }
                 }
                 _ => {
+                    // Its kicks ask again once the cool-down ends, or
+                    // after a contention window.
+                    let until = match e.cool.until() {
+                        Some(until) if cooling => until,
+                        _ => now.plus(Contention::JIFFIES),
+                    };
+                    e.vq.gate.defer_until(until);
                     e.vq.counters.refused.fetch_add(1, Relaxed);
                     self.first.counters.refused.fetch_add(1, Relaxed);
                 }

@@ -34,7 +34,10 @@ GUEST_MODES = ("notify", "hooked", "poll")
 # The nested boot takes 30 to 50 s under TCG within TCG.
 BOOT_LIMIT_S = 600
 
-MODES = ("notify", "hooked", "poll", "busyloop")
+MODES = ("notify", "hooked", "poll", "poll2", "busyloop")
+# Poll mode with two polling threads (poll_threads=2), on the cells with
+# more than one device.
+POLL_MODES = ("poll", "poll2")
 # The rate that polls under every workload here: one kick in a jiffy. A
 # stream that the device keeps up with kicks rarely (event index), and
 # a higher rate left such queues in notification mode.
@@ -64,22 +67,21 @@ def set_param(name, value):
 
 def set_mode(mode, stop_idle):
     """Load or unload vhost_poll for @mode."""
-    want = mode in ("hooked", "poll")
+    want = mode in ("hooked",) + POLL_MODES
     if not want and loaded():
         sh("rmmod", "vhost_poll")
     if want and not loaded():
         sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0")
     if want:
         set_param("poll_stop_idle", stop_idle)
-        set_param("poll_start_rate", POLL_RATE if mode == "poll" else 0)
+        set_param("poll_threads", 2 if mode == "poll2" else 1)
+        set_param("poll_start_rate", POLL_RATE if mode in POLL_MODES else 0)
 
 
 def polled_vqs():
-    try:
-        with open(WORKER) as f:
-            return int(f.read().splitlines()[1].split()[5])
-    except (OSError, IndexError, ValueError):
-        return -1
+    """The vqs polled now, by every polling thread; -1 without the module."""
+    c = worker_counters()
+    return c.get("polled_vqs", -1)
 
 
 def run_drivers(specs, limit_s, want_polled=0):
@@ -133,14 +135,21 @@ def run_drivers(specs, limit_s, want_polled=0):
 
 
 def worker_counters():
-    """The shared thread's counters (debugfs worker file) as a dict, or {}
-    when vhost_poll is not loaded."""
+    """The polling threads' counters (debugfs worker file, a row per
+    thread) summed into a dict, with "threads" their number; {} when
+    vhost_poll is not loaded."""
     try:
-        with open("/sys/kernel/debug/vhost_poll/worker") as f:
-            names, values = f.readline().split(), f.readline().split()
-        return dict(zip(names, map(int, values)))
+        with open(WORKER) as f:
+            names = f.readline().split()
+            rows = [dict(zip(names, map(int, line.split()))) for line in f if line.strip()]
     except (OSError, ValueError):
         return {}
+    out = {"threads": len(rows), "pids": [r["pid"] for r in rows if "pid" in r]}
+    for r in rows:
+        for k, v in r.items():
+            if k not in ("pid", "thread"):
+                out[k] = out.get(k, 0) + v
+    return out
 
 
 def run_cell(raw, key, rec, specs, limit_s, want_polled=0):
@@ -157,6 +166,8 @@ def run_cell(raw, key, rec, specs, limit_s, want_polled=0):
     after = worker_counters()
     rec["worker"] = {k: after[k] - before.get(k, 0)
                      for k in ("asides", "aside_us", "refused", "passes") if k in after}
+    if "threads" in after:
+        rec["worker"]["threads"] = after["threads"]
     raw[key].append(rec)
     return rec
 
@@ -184,7 +195,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
         reps = reps or 1
         groups = [("test", "stream", 16, 1, ("notify", "hooked", "poll")),
                   ("net", "rr", 1, 1, ("notify", "poll", "busyloop")),
-                  ("test", "stream", 1, 4, ("poll",)),
+                  ("test", "stream", 1, 4, POLL_MODES),
                   ("guest", "stream", 1, 1, GUEST_MODES),
                   ("guest", "rr", 1, 1, GUEST_MODES)]
         guest_ms = 500
@@ -193,9 +204,12 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
         reps = reps or 5
         groups = []
         for dev in ("test", "net"):
-            modes = MODES if dev == "net" else MODES[:3]
             for workload, batch in (("stream", 1), ("stream", 16), ("stream", 64), ("rr", 1)):
                 for ndev in (1, 4, 16):
+                    # Two polling threads where there is more than one
+                    # device; vhost-net's busy loop for vhost-net.
+                    modes = (("notify", "hooked", "poll") + (("poll2",) if ndev > 1 else ()) +
+                             (("busyloop",) if dev == "net" else ()))
                     if cell_wanted(cells, dev, workload, batch, ndev):
                         groups.append((dev, workload, batch, ndev, modes))
         # The nested guests: one boot per number of guests, every mode
@@ -229,7 +243,9 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
     # pays for its translation.
-    for dev, modes in (() if quick else (("test", MODES[:3]), ("net", MODES))):
+    warm_modes = (("test", ("notify", "hooked", "poll", "poll2")),
+                  ("net", ("notify", "hooked", "poll", "poll2", "busyloop")))
+    for dev, modes in (() if quick else warm_modes):
         for mode in modes:
             set_mode(mode, stop_idle)
             log(f"warm-up {mode} {dev}")
@@ -460,8 +476,9 @@ def guest_figures(r, mode, before, after, wall_ns, vqs0, vqs1, pid):
 def cpu_snapshot(procs):
     poller = None
     w = worker_counters()
-    if w.get("pid"):
-        poller = sched_ns(f"/proc/{w['pid']}/sched")
+    if w.get("pids"):
+        ns = [sched_ns(f"/proc/{pid}/sched") for pid in w["pids"]]
+        poller = None if None in ns else sum(ns)
     snap = {"poller": poller, "workers": {}, "guest": {}}
     for p in procs:
         snap["workers"][p.pid], snap["guest"][p.pid] = qemu_threads_ns(p.pid)
@@ -648,6 +665,9 @@ def summarise(raw, env, accel):
         for k in ("worker_refused", "worker_asides", "worker_aside_us"):
             if any(k in r for r in reps):
                 rec[k] = median(r.get(k, 0) for r in reps)
+        # The polling threads running at the end of the cell's runs.
+        if any("worker_threads" in r for r in reps):
+            rec["worker_threads"] = max(r.get("worker_threads", 0) for r in reps)
         rec["reps"] = len(reps)
         rec["all_used_once"] = all(r["all_used_once"] for r in reps)
         rec["errors"] = errors.get(key, [])
@@ -685,10 +705,10 @@ def summarise(raw, env, accel):
             "polled_vqs_at_start": min(c["polled_vqs_at_start"] for c in crowd),
             "errors": [c["error"] for c in raw["crowd"] if "error" in c],
         }
-    pc = [c for c in cells if c["mode"] == "poll" and "worker_refused" in c]
+    pc = [c for c in cells if c["mode"] in POLL_MODES and "worker_refused" in c]
     if pc:
         probes["poller"] = [{
-            "cell": f"{c['device']} {c['workload']} batch {c['batch']} x{c['ndev']}",
+            "cell": f"{c['device']} {c['workload']} batch {c['batch']} x{c['ndev']} {c['mode']}",
             "refused": c["worker_refused"], "asides": c["worker_asides"],
             "aside_ms": c["worker_aside_us"] / 1000} for c in sorted(pc, key=sort_key)]
     if raw.get("guest_boots"):
@@ -772,6 +792,12 @@ def targets(cells, probes):
     ratios("rr p50 poll/notify <= 1.0, 4 and 16 devices", "poll",
            lambda c: c["workload"] == "rr" and c["ndev"] > 1 and c["device"] != "guest",
            "notify", "lat_p50_us", True, 1.0)
+    # Two polling threads (poll_threads=2), on the 4- and 16-device cells.
+    ratios("two threads: stream buffers/s poll2/notify >= 1.0", "poll2", is_stream, "notify",
+           "buffers_per_s", False, 1.0)
+    ratios("two threads: rr p50 poll2/notify <= 1.0", "poll2",
+           lambda c: c["workload"] == "rr" and c["device"] != "guest",
+           "notify", "lat_p50_us", True, 1.0)
     p = find(cells, device="net", workload="rr", ndev=4, mode="poll")
     b = find(cells, device="net", workload="rr", ndev=4, mode="busyloop")
     if p and b:
@@ -800,7 +826,7 @@ def targets(cells, probes):
         add("idle: asleep within poll_stop_idle + 1 jiffies", [i["sleep_ms_max"]],
             lambda v: (f"max {v[0]:.1f} ms, median {i['sleep_ms']:.1f} ms, bound "
                        f"{i['bound_ms']:.0f} ms", v[0] <= i["bound_ms"]))
-    j = [c["jain"] for c in cells if c["mode"] == "poll" and c["ndev"] == 16]
+    j = [c["jain"] for c in cells if c["mode"] in POLL_MODES and c["ndev"] == 16]
     add("16 devices polled: Jain's index >= 0.95", j,
         lambda v: (f"min {min(v):.3f}", min(v) >= 0.95))
     ob = probes.get("one_busy")
@@ -845,7 +871,7 @@ def chart(cells, meta, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = {"notify": "#888888", "hooked": "#c9a227", "poll": "#1f77b4",
+    colours = {"notify": "#888888", "hooked": "#c9a227", "poll": "#1f77b4", "poll2": "#17becf",
                "busyloop": "#d62728"}
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, wl in zip(axes, ("stream", "rr")):
@@ -1030,7 +1056,7 @@ def check(out_dir):
             sane = (finite and c["buffers_per_s"] and c["buffers_per_s"] > 0 and
                     c["kicks_per_1000"] is not None and c["kicks_per_1000"] <= kick_bound and
                     c["driver_cpu_pct"] is not None and c["workers_cpu_pct"] is not None and
-                    (c["poller_cpu_pct"] is not None) == (c["mode"] in ("hooked", "poll")))
+                    (c["poller_cpu_pct"] is not None) == (c["mode"] in ("hooked",) + POLL_MODES))
             if c["workload"] == "rr":
                 sane = sane and c["lat_p50_us"] and c["lat_p50_us"] <= c["lat_p99_us"]
             ok(sane and not c["errors"] and c["reps"] > 0,
@@ -1043,6 +1069,10 @@ def check(out_dir):
                    f"{name}: vhost_poll's per-vq counters read where it is loaded")
                 continue
             ok(c["all_used_once"], f"{name}: every buffer used exactly once")
+            if c["mode"] == "poll2":
+                ok(c.get("worker_threads") == 2,
+                   f"{name}: two polling threads ran (poll_threads=2): "
+                   f"{c.get('worker_threads')}")
         i = res["probes"]["idle"]
         ok(i["cpu_pct"] is not None and 0 <= i["cpu_pct"] <= 100 and i["sleep_ms"] is not None
            and not i["errors"], "idle probe: CPU and time to sleep measured")
