@@ -47,9 +47,17 @@
 
 enum { T_DATA = 1, T_REQ, T_RESP, T_CMD, T_DONE };
 
+/*
+ * Every packet: @run is the command's number, which the outer side picks
+ * and the client copies into each packet the command makes and into its
+ * answer. A command that timed out and ran late, or its answer, is then
+ * told apart from the next command's, and not counted for it.
+ */
 struct hdr {
 	__u32 magic;
 	__u32 type;
+	__u32 run;
+	__u32 reserved;
 	__u64 seq;
 };
 
@@ -213,7 +221,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* One command of the server, run; @reply gets the figures as text. */
-static void client_run(const char *cmd, const char *ifname, int fd,
+static void client_run(const char *cmd, __u32 run, const char *ifname, int fd,
 		       const struct sockaddr_in *server, char *reply, size_t len)
 {
 	long long rx0, tx0, rx1, tx1;
@@ -235,6 +243,7 @@ static void client_run(const char *cmd, const char *ifname, int fd,
 		;
 	memset(pkt, 0, size);
 	h->magic = MAGIC;
+	h->run = run;
 	read_kicks(ifname, &rx0, &tx0);
 	t0 = now_ns();
 	end = t0 + (__u64)ms * 1000000;
@@ -274,7 +283,8 @@ static void client_run(const char *cmd, const char *ifname, int fd,
 					break;
 				}
 				if (recv(fd, &r, sizeof(r), 0) < (ssize_t)sizeof(r) ||
-				    r.magic != MAGIC || r.type != T_RESP || r.seq != h->seq)
+				    r.magic != MAGIC || r.type != T_RESP || r.run != run ||
+				    r.seq != h->seq)
 					continue;
 				if (answered < MAX_RTTS)
 					rtts[answered] = now_ns() - s;
@@ -353,7 +363,7 @@ static int client(void)
 		if (!strcmp(buf + sizeof(*h), "hello"))
 			snprintf(reply, sizeof(reply), "hello");
 		else
-			client_run(buf + sizeof(*h), ifname, data, &server, reply,
+			client_run(buf + sizeof(*h), h->run, ifname, data, &server, reply,
 				   sizeof(reply));
 		h->type = T_DONE;
 		snprintf(buf + sizeof(*h), sizeof(buf) - sizeof(*h), "%.480s", reply);
@@ -381,7 +391,7 @@ static long long field(const char *text, const char *key)
 static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 {
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(CTL_PORT) };
-	unsigned long long received = 0, echoed = 0, bad = 0;
+	unsigned long long received = 0, echoed = 0, bad = 0, stale = 0;
 	static char buf[MAX_PKT + 64];
 	struct hdr *h = (struct hdr *)buf;
 	struct pollfd pfd;
@@ -389,6 +399,8 @@ static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 	__u64 start = now_ns(), deadline, next_send = 0;
 	int prefix, fd, tries = 0;
 	char *done = NULL;
+	/* This command's number: not that of one before it. */
+	__u32 run = (__u32)(start ^ (start >> 32) ^ ((__u64)getpid() << 16));
 
 	parse_addr(guest, &to.sin_addr, &prefix);
 	self.s_addr = htonl((ntohl(to.sin_addr.s_addr) & (~0u << (32 - prefix))) | 1);
@@ -406,7 +418,7 @@ static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 			break;
 		/* hello is repeated until answered (the guest may be booting). */
 		if (t >= next_send && (!tries || !strcmp(cmd, "hello"))) {
-			struct hdr c = { .magic = MAGIC, .type = T_CMD };
+			struct hdr c = { .magic = MAGIC, .type = T_CMD, .run = run };
 			char out[256];
 
 			memcpy(out, &c, sizeof(c));
@@ -425,6 +437,11 @@ static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 		n = recvfrom(fd, buf, sizeof(buf) - 1, 0, (struct sockaddr *)&from, &flen);
 		if (n < (ssize_t)sizeof(*h) || h->magic != MAGIC) {
 			bad++;
+			continue;
+		}
+		if (h->run != run) {
+			/* An earlier command's, late: not this one's. */
+			stale++;
 			continue;
 		}
 		switch (h->type) {
@@ -476,7 +493,7 @@ static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 			if (poll(&pfd, 1, 20) <= 0)
 				continue;
 			if (recv(fd, buf, sizeof(buf), 0) >= (ssize_t)sizeof(*h) &&
-			    h->magic == MAGIC && h->type == T_DATA)
+			    h->magic == MAGIC && h->type == T_DATA && h->run == run)
 				received++;
 		}
 		printf("{\"workload\": \"%s\", \"sent\": %lld, \"send_errors\": %lld, ",
@@ -487,7 +504,7 @@ static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 		       field(d, "lost"), field(d, "ns") / 1e9, field(d, "p50_ns"));
 		printf("\"p99_ns\": %lld, \"rx_kicks\": %lld, \"tx_kicks\": %lld, ",
 		       field(d, "p99_ns"), field(d, "rx_kicks"), field(d, "tx_kicks"));
-		printf("\"bad\": %llu}\n", bad);
+		printf("\"bad\": %llu, \"stale\": %llu}\n", bad, stale);
 	}
 	close(fd);
 	return 0;
