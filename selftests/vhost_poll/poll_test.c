@@ -133,9 +133,9 @@ TEST_F(poll, below_rate_never_polls)
 /* b. Above the rate the vq is polled: at most 1 kick per 1000 buffers. */
 TEST_F(poll, above_rate_polls_and_silences_kicks)
 {
+	__u64 kicks0, bufs0, exits0;
 	struct vp_vq_row sum;
-	__u64 kicks0, bufs0;
-	int polled;
+	int polled, tries;
 
 	/* A long idle time: the driver's pauses are not what is measured. */
 	ASSERT_EQ(0, poll_with_idle(&self->d, vp_jiffy_hz() / 2));
@@ -148,14 +148,26 @@ TEST_F(poll, above_rate_polls_and_silences_kicks)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	ASSERT_LE(1, sum.enters);
 
-	kicks0 = self->d.kicks;
-	bufs0 = self->d.used;
-	ASSERT_EQ(0, vring_stream(&self->d, 100000, 1, STALL_MS));
-	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
-	TH_LOG("steady: %llu buffers, %llu kicks; poll_work %llu, empty %llu, enters %llu",
-	       (unsigned long long)(self->d.used - bufs0),
-	       (unsigned long long)(self->d.kicks - kicks0), sum.poll_work,
-	       sum.empty_polls, sum.enters);
+	/*
+	 * A window in which the vq stayed polled throughout: one that saw it
+	 * leave poll mode (a ring page that could not be read without a
+	 * fault, seen once in qemu: 3 entries, 512 kicks) measures something
+	 * else, and is measured again, twice at most.
+	 */
+	for (tries = 0; tries < 3; tries++) {
+		exits0 = sum.exits;
+		kicks0 = self->d.kicks;
+		bufs0 = self->d.used;
+		ASSERT_EQ(0, vring_stream(&self->d, 100000, 1, STALL_MS));
+		ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+		TH_LOG("steady: %llu buffers, %llu kicks; poll_work %llu, empty %llu, exits %llu",
+		       (unsigned long long)(self->d.used - bufs0),
+		       (unsigned long long)(self->d.kicks - kicks0), sum.poll_work,
+		       sum.empty_polls, sum.exits);
+		if (sum.exits == exits0 && polled == 1)
+			break;
+	}
+	EXPECT_EQ(exits0, sum.exits);
 	EXPECT_LE((self->d.kicks - kicks0) * 1000, self->d.used - bufs0);
 	EXPECT_LT(0, sum.poll_work);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
