@@ -71,13 +71,12 @@ impl VqState {
         }
         let now = crate::clock::now();
         let count = self.rate.record(now);
-        let enforced = crate::module_parameters::poll_min_gain.value() != 0;
         // Relaxed: `Waker::wake`'s `Release` swap orders this store before
         // it, for the worker's `Acquire` swap in `Waker::take`. Only the
         // kick that sets the flag wakes the worker; that is safe because the
         // worker cannot miss a flag whose setter woke it (see `wake`).
         if starts_polling(count, rate)
-            && self.gate.allows(now, enforced)
+            && self.gate.allows(now, crate::worker::hands_back())
             && !self.want_poll.swap(true, Relaxed)
         {
             self.waker.wake();

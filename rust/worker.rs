@@ -272,8 +272,9 @@ impl Shared {
 }
 
 /// Whether polled vqs that do not pay go back to notification mode: not
-/// with `poll_min_gain` 0, which keeps every polled vq.
-fn hands_back() -> bool {
+/// with `poll_min_gain` 0, which keeps every polled vq (and refuses no
+/// start, so no vq's gate is closed).
+pub(crate) fn hands_back() -> bool {
     crate::module_parameters::poll_min_gain.value() != 0
 }
 

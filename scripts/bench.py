@@ -172,6 +172,15 @@ def run_cell(raw, key, rec, specs, limit_s, want_polled=0):
     return rec
 
 
+def rotated(modes, gi, rep):
+    """The modes of cell group @gi in repetition @rep: back to back, in an
+    order that rotates from group to group and from repetition to
+    repetition, so that drift in a shared machine's speed touches every
+    mode alike."""
+    k = (gi + rep) % len(modes)
+    return modes[k:] + modes[:k]
+
+
 def cell_args(dev, workload, batch, mode, warm, dur):
     args = ["-d", dev, "-w", workload, "-b", str(batch), "-W", str(warm), "-D", str(dur)]
     if mode == "busyloop":
@@ -259,8 +268,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
     for rep in range(reps):
         done = 0
         for gi, (dev, workload, batch, ndev, modes) in enumerate(groups):
-            k = (gi + rep) % len(modes)
-            for mode in modes[k:] + modes[:k]:
+            for mode in rotated(modes, gi, rep):
                 done += 1
                 set_mode(mode, stop_idle)
                 log(f"rep {rep + 1}/{reps} {mode:8} {dev:4} {workload:6} batch {batch:2} "
@@ -547,8 +555,7 @@ def guest_cells(raw, out_dir, groups, reps, stop_idle, ms, t_start):
             done = 0
             for rep in range(reps):
                 for gi, (dev, workload, batch, _, modes) in enumerate(mine):
-                    k = (gi + rep) % len(modes)
-                    for mode in modes[k:] + modes[:k]:
+                    for mode in rotated(modes, gi, rep):
                         done += 1
                         set_mode(mode, stop_idle)
                         log(f"rep {rep + 1}/{reps} {mode:8} guest {workload:6} x{n} "

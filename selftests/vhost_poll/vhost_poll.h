@@ -348,19 +348,12 @@ static inline int vp_workers(struct vp_worker *w, int max)
 	return n;
 }
 
+/* The first thread's row (vhost-poll's): 0, or -errno. */
 static inline int vp_worker(struct vp_worker *w)
 {
-	char line[256];
-	FILE *f = fopen(VP_DEBUGFS "worker", "re");
-	int ok;
+	int n = vp_workers(w, 1);
 
-	if (!f)
-		return -errno;
-	ok = fgets(line, sizeof(line), f) && fgets(line, sizeof(line), f) &&
-	     sscanf(line, "%d %llu %llu %llu %llu %u", &w->pid, &w->passes,
-		    &w->busy_ns, &w->idle_ns, &w->mm_switches, &w->polled_vqs) == 6;
-	fclose(f);
-	return ok ? 0 : -EPROTO;
+	return n < 0 ? n : n == 1 ? 0 : -EPROTO;
 }
 
 /* The scheduler state letter of task @pid (R, S, D, ...), or 0. */
