@@ -2,7 +2,7 @@
 
 //! Time as the module counts it, and how an empty pass lets it go by.
 
-use crate::policy::{Bounds, Jiffy};
+use crate::policy::Jiffy;
 use kernel::{
     kthread,
     time::{delay, jiffies},
@@ -12,11 +12,11 @@ use kernel::{
 const EMPTY_PASS_PAUSE_US: u32 = 2;
 
 /// Lets a pass's pause go by. A busy wait on hardware: a sleep would cost
-/// a wake-up, and the thread polls to be there at once. A sleep on UML:
+/// a wake-up, and the lane polls to be there at once. A sleep on UML:
 /// with simulated time (`time-travel=inf-cpu`) a busy wait charges the
 /// time to this thread, which the scheduler then keeps off the CPU for as
 /// long as tasks that ran in no simulated time stay runnable, while a sleep
-/// moves the clock, and so `jiffies`, charged to no task. The worker is a
+/// moves the clock, and so `jiffies`, charged to no task. A lane is a
 /// kernel thread outside atomic context: it may sleep.
 pub(crate) fn pause() {
     if cfg!(CONFIG_UML) {
@@ -27,7 +27,7 @@ pub(crate) fn pause() {
 }
 
 /// Lets the tasks waiting for the CPU run first (`Pause::Yield`) after a
-/// pass that `found` work or not: a yield, so that the worker polls again
+/// pass that `found` work or not: a yield, so that the lane polls again
 /// as soon as the CPU is free. On UML, whose one CPU always has others
 /// waiting, the rule before the yield: a pause (a sleep) after a pass
 /// that found nothing, for under simulated time a task that never sleeps
@@ -47,12 +47,4 @@ pub(crate) fn give_way(found: bool) {
 pub(crate) fn now() -> Jiffy {
     // `unsigned long` is as wide as `usize` on every Linux architecture.
     Jiffy::from_raw(jiffies().raw() as usize)
-}
-
-/// The bounds of the idle window: the parameters as they are now.
-pub(crate) fn idle_bounds() -> Bounds {
-    Bounds {
-        min: crate::module_parameters::poll_stop_idle.value(),
-        max: crate::module_parameters::poll_stop_idle_max.value(),
-    }
 }

@@ -1,32 +1,57 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The worker's counters, as `/sys/kernel/debug/vhost_poll/worker` shows
-//! them. Each is a relaxed atomic: read for display only, never to decide.
+//! The counters users read in debugfs (`stats.rs`): a row per virtqueue
+//! and a row per lane. Each is a relaxed atomic, read for display only:
+//! no decision reads one.
 
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use kernel::time::Ktime;
 
+/// Counters of one virtqueue, as `/sys/kernel/debug/vhost_poll/vqs` shows
+/// them.
 #[derive(Default)]
-pub(crate) struct WorkerCounters {
+pub(crate) struct VqCounters {
+    /// Kicks received, in either mode.
+    pub(crate) kicks: AtomicU64,
+    /// Visits of a lane whose handler run took buffers.
+    pub(crate) poll_work: AtomicU64,
+    /// Kicks received in notification mode: each one woke the vq's handler.
+    pub(crate) notify_work: AtomicU64,
+    /// Visits of a lane that found nothing to take.
+    pub(crate) empty_polls: AtomicU64,
+    /// Entries into poll mode.
+    pub(crate) enters: AtomicU64,
+    /// Exits from poll mode.
+    pub(crate) exits: AtomicU64,
+    /// Starts refused: every lane was contended, or this vq cooling down.
+    pub(crate) refused: AtomicU64,
+    /// Visits that queued the handler: each did what a kick would have.
+    pub(crate) queued: AtomicU64,
+    /// Visits that found the vq held (its handler running, most often).
+    pub(crate) held: AtomicU64,
+}
+
+/// Counters of one lane, as `/sys/kernel/debug/vhost_poll/worker` shows
+/// them.
+#[derive(Default)]
+pub(crate) struct LaneCounters {
     pub(crate) pid: AtomicI64,
     pub(crate) passes: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     pub(crate) idle_ns: AtomicU64,
     pub(crate) mm_switches: AtomicU64,
-    pub(crate) polled_vqs: AtomicU32,
-    /// Passes after which the worker yielded to tasks waiting for its CPU.
+    /// Passes after which the lane yielded to tasks waiting for its CPU.
     pub(crate) asides: AtomicU64,
     /// The time until it ran again, in microseconds.
     pub(crate) aside_us: AtomicU64,
-    /// Starts refused: the worker was contended (`Contention`), or the vq
-    /// cooling down (`CoolDown`).
+    /// Starts refused (the first lane serves them all).
     pub(crate) refused: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,
     pub(crate) asleep: AtomicBool,
 }
 
-impl WorkerCounters {
+impl LaneCounters {
     /// Ends the current busy or idle period and starts one of the other
     /// kind (`asleep`).
     pub(crate) fn period(&self, asleep: bool) {

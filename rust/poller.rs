@@ -1,58 +1,47 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! vhost's callbacks: a virtqueue shown (attach), kicked, taken back
-//! (quiesce) or gone (detach). The request protocol with the worker is a
-//! flag per virtqueue (`want_poll`, `polled`) and the waker: kicks and
-//! quiesce take no lock; attach and detach change the table under
-//! `inner`, for one short step of the worker at most.
+//! (quiesce) or gone (detach). The request protocol with the first lane
+//! is a flag per virtqueue (`want_poll`, `poll_mode`) and the waker:
+//! kicks and quiesce take no lock; attach and detach change the table
+//! under its lock, for one short step of a lane at most.
 
-use crate::clock::now;
-use crate::policy::{CoolDown, Gain, Idle, RateTracker, StartGate, Window};
-use crate::table::Entry;
-use crate::visit::stop;
-use crate::vq::{VqCounters, VqState};
-use crate::worker::Shared;
+use crate::counters::VqCounters;
+use crate::entry::Entry;
+use crate::policy::Kicks;
+use crate::shared::Shared;
+use crate::vq::VqState;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use kernel::{
     alloc::flags::GFP_KERNEL,
     prelude::*,
     sync::{Arc, ArcBorrow},
-    vhost_poller::{Poller, StopReason, Vq},
+    vhost_poller::{Poller, Vq},
 };
 
 impl Poller for Shared {
     type Data = VqState;
 
     fn attach(this: ArcBorrow<'_, Self>, vq: Vq) -> Option<Arc<VqState>> {
-        let mut inner = this.inner.lock();
+        let mut table = this.table.lock();
         // vhost is attaching `vq`: it is alive.
         let (device, index) = vq.access().map(|vq| (vq.device(), vq.index()))?;
-        let dev = inner.dev_number(device);
+        let dev = table.dev_number(device);
         let state = Arc::new(
             VqState {
-                vq,
+                handle: vq,
                 dev,
                 index,
-                rate: RateTracker::new(),
-                polled: AtomicBool::new(false),
+                kicks: Kicks::new(),
+                poll_mode: AtomicBool::new(false),
                 want_poll: AtomicBool::new(false),
-                gate: StartGate::new(),
                 counters: VqCounters::default(),
                 waker: this.first.waker.clone(),
             },
             GFP_KERNEL,
         )
         .ok()?;
-        let entry = Entry {
-            vq: state.clone(),
-            polled: false,
-            lane: this.first.clone(),
-            idle: Idle::new(now()),
-            window: Window::new(),
-            gain: Gain::new(),
-            cool: CoolDown::new(),
-        };
-        if inner.insert(entry).is_err() {
+        if table.insert(Entry::new(state.clone())).is_err() {
             pr_warn!(
                 "out of memory: vq {} of device {} will not be polled\n",
                 index,
@@ -70,25 +59,16 @@ impl Poller for Shared {
     fn quiesce(_this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>) {
         // vhost took the vq back already: from now on its kicks are
         // notifications, and count toward a start; those counted before
-        // must not start polling again. The worker settles its own books
-        // at its next step (`serve`, `visit`).
-        data.polled.store(false, Relaxed);
+        // must not start polling again. The lane settles its own books at
+        // its next step (`Shared::serve`, `visit`).
+        data.poll_mode.store(false, Relaxed);
         data.want_poll.store(false, Relaxed);
     }
 
     fn detach(this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>) {
-        let mut inner = this.inner.lock();
-        let Some(slot) = inner.find(&data) else {
-            return;
-        };
-        if let Some(e) = inner.get_mut(slot) {
-            // vhost takes the vq out of poll mode itself; this keeps the
-            // counters right.
-            stop(e, StopReason::Detach);
-        }
-        // The worker may still be in the owner's address space: it holds a
+        // A lane may still be in the owner's address space: it holds a
         // user reference of its own, so vhost may let go of its own now,
-        // and the worker leaves at its next switch or sleep.
-        inner.remove(slot);
+        // and the lane leaves at its next switch or sleep.
+        this.forget(&data);
     }
 }

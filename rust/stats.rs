@@ -4,7 +4,7 @@
 //! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (a row per
 //! polling thread). Plain text: a header line of column names, then rows.
 
-use crate::worker::Shared;
+use crate::shared::Shared;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
     c_str,
@@ -27,7 +27,7 @@ impl ShowFile for Vqs {
         self.0.for_each_vq(|vq, polled, window, cool, thread| {
             let c = &vq.counters;
             // 0 once vhost detached it (the table is behind by a step).
-            let pid = vq.vq.access().map_or(0, |vq| vq.owner());
+            let pid = vq.handle.access().map_or(0, |vq| vq.owner());
             seq_print!(
                 m,
                 "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
@@ -82,7 +82,7 @@ impl ShowFile for Worker {
                 busy,
                 idle,
                 c.mm_switches.load(Relaxed),
-                c.polled_vqs.load(Relaxed),
+                lane.polled(),
                 c.asides.load(Relaxed),
                 c.aside_us.load(Relaxed),
                 c.refused.load(Relaxed),

@@ -1,52 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The worker's table of the virtqueues vhost has shown the module.
+//! The table of the virtqueues vhost has shown the module, and of the
+//! lanes that poll them.
 
-use crate::policy::{CoolDown, Gain, Idle, Window, THREADS_MAX};
+use crate::entry::Entry;
+use crate::lane::Lane;
+use crate::policy::THREADS_MAX;
 use crate::vq::VqState;
-use crate::worker::Lane;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     prelude::*,
     sync::Arc,
 };
 
-/// The worker's bookkeeping for one virtqueue.
-pub(crate) struct Entry {
-    pub(crate) vq: Arc<VqState>,
-    /// In poll mode (the worker's view; `vq.polled` mirrors it for kicks).
-    pub(crate) polled: bool,
-    /// The polling thread that polls it, or did last.
-    pub(crate) lane: Arc<Lane>,
-    /// The current (or last) poll period's work.
-    pub(crate) idle: Idle,
-    /// The idle window, kept from one poll period to the next.
-    pub(crate) window: Window,
-    /// Whether polling saves kicks, over the current poll period.
-    pub(crate) gain: Gain,
-    /// The wait after a hand-back for want of gain.
-    pub(crate) cool: CoolDown,
-}
-
-/// The table, behind `Shared::inner`.
+/// The table, behind `Shared::table`.
 ///
 /// # Invariants
 ///
 /// Each attached virtqueue the module follows has exactly one entry,
 /// from its `attach` until its `detach`; a slot is `None` once its
-/// virtqueue was detached, and is reused by a later attach. The number
-/// of entries with `polled` set and `lane` pointing to a thread is that
-/// thread's `WorkerCounters::polled_vqs`. `lanes[0]` is the first thread's,
-/// always there; `lanes[i]` is there while polling thread `i` runs.
-pub(crate) struct Inner {
+/// virtqueue was detached, and is reused by a later attach. Every lane's
+/// `Lane::polled` is the number of entries it polls (`Entry`'s invariant:
+/// only `Entry::start` and `Entry::stop` change either, under the lock).
+/// `lanes[0]` is the first lane, always there; `lanes[i]` is there while
+/// lane `i`'s thread runs.
+pub(crate) struct Table {
     entries: KVec<Option<Entry>>,
     lanes: [Option<Arc<Lane>>; THREADS_MAX],
     /// The last device number given out, for the counters.
     next_dev: u32,
 }
 
-impl Inner {
-    /// A table with no virtqueue, and the first thread's `first`.
+impl Table {
+    /// A table with no virtqueue, and the first lane `first`.
     pub(crate) fn new(first: Arc<Lane>) -> Self {
         let mut lanes: [Option<Arc<Lane>>; THREADS_MAX] = core::array::from_fn(|_| None);
         lanes[0] = Some(first);
@@ -58,22 +44,20 @@ impl Inner {
         }
     }
 
-    /// The polling threads, in order; `None` where thread `i` is not
-    /// running.
+    /// The lanes, in order; `None` where lane `i`'s thread is not running.
     pub(crate) fn lanes(&self) -> &[Option<Arc<Lane>>; THREADS_MAX] {
         &self.lanes
     }
 
-    /// Records that polling thread `i` (not the first) runs with `lane`,
-    /// or, with `None`, that it stopped, after handing back its vqs.
+    /// Records that lane `i` (not the first) runs, or, with `None`, that
+    /// its thread stopped, after handing back its vqs.
     pub(crate) fn set_lane(&mut self, i: usize, lane: Option<Arc<Lane>>) {
         if let Some(slot) = self.lanes.get_mut(i).filter(|_| i > 0) {
             *slot = lane;
         }
     }
 
-    /// The entries, with the polling threads, to place vqs while
-    /// iterating.
+    /// The entries, with the lanes, to place vqs while iterating.
     pub(crate) fn entries_and_lanes(
         &mut self,
     ) -> (
@@ -91,7 +75,7 @@ impl Inner {
         self.entries
             .as_slice()
             .iter()
-            .position(|e| e.as_ref().is_some_and(|e| core::ptr::eq(&*e.vq, vq)))
+            .position(|e| e.as_ref().is_some_and(|e| core::ptr::eq(e.vq(), vq)))
     }
 
     /// The counters' number of device `device` (as `VqGuard::device`
@@ -99,8 +83,13 @@ impl Inner {
     pub(crate) fn dev_number(&mut self, device: usize) -> u32 {
         let known = self
             .iter()
-            .find(|e| e.vq.vq.access().is_some_and(|vq| vq.device() == device))
-            .map(|e| e.vq.dev);
+            .find(|e| {
+                e.vq()
+                    .handle
+                    .access()
+                    .is_some_and(|vq| vq.device() == device)
+            })
+            .map(|e| e.vq().dev);
         known.unwrap_or_else(|| {
             // A number for the counters only: after 2^32 devices it
             // wraps, and two devices may then share one.
@@ -131,7 +120,7 @@ impl Inner {
     pub(crate) fn remove(&mut self, slot: usize) {
         if let Some(slot) = self.entries.as_mut_slice().get_mut(slot) {
             // INVARIANT: The entry is not polled (the caller stopped it),
-            // so the count of polled entries is unchanged.
+            // so no lane's count changes.
             *slot = None;
         }
     }

@@ -9,16 +9,31 @@
 
 use kernel::{c_str, kthread::KThread, prelude::*, vhost_poller::Registration};
 
-mod clock;
-mod counters;
-pub mod policy;
+// From the top layer down: each file imports only files below it (`make
+// lint` checks it).
+mod poll_loop;
 mod poller;
 mod stats;
-mod table;
+
+mod shared;
 mod visit;
+
+mod table;
+
+mod entry;
+
+mod mm_cursor;
 mod vq;
+
+mod lane;
+
+mod clock;
+mod counters;
+mod handoff;
+mod params;
 mod waker;
-mod worker;
+
+pub mod policy;
 
 module! {
     type: VhostPoll,
@@ -56,24 +71,24 @@ module! {
 }
 
 /// The module. Fields drop in order: vhost first (every vq back to
-/// notification mode, by the still running worker), then the worker, then
-/// the counters.
+/// notification mode, by the still running lanes), then the first lane's
+/// thread (which stops the others), then the counters.
 struct VhostPoll {
-    _registration: Registration<worker::Shared>,
-    _worker: KThread,
+    _registration: Registration<shared::Shared>,
+    _first: KThread,
     _stats: Option<stats::Stats>,
 }
 
 impl kernel::Module for VhostPoll {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // The thread first: the shared state keeps its task, to wake it.
-        let handoff = worker::Handoff::new()?;
+        let handoff = handoff::Handoff::new()?;
         let thread_handoff = handoff.clone();
-        let worker = KThread::run(c_str!("vhost-poll"), move || {
-            worker::run_first(thread_handoff)
+        let first = KThread::run(c_str!("vhost-poll"), move || {
+            poll_loop::run_first(thread_handoff)
         })
         .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
-        let shared = worker::Shared::new(worker.task().into())?;
+        let shared = shared::Shared::new(first.task().into())?;
         handoff.give(shared.clone());
         shared.first.waker.wake();
         let stats = stats::Stats::new(&shared)
@@ -92,7 +107,7 @@ impl kernel::Module for VhostPoll {
         );
         Ok(VhostPoll {
             _registration: registration,
-            _worker: worker,
+            _first: first,
             _stats: stats,
         })
     }

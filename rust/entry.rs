@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A lane's bookkeeping for one virtqueue: its policy (mode, idle window,
+//! cool-down) and the transitions between the modes, which carry out
+//! what the policy decided.
+
+use crate::lane::Lane;
+use crate::policy::{Exit, Jiffy, Params, Seen, Start, ThreadLoad, Visited, VqPolicy};
+use crate::vq::VqState;
+use core::sync::atomic::Ordering::Relaxed;
+use kernel::{sync::Arc, vhost_poller::StopReason};
+
+/// The table's entry for one virtqueue.
+///
+/// # Invariants
+///
+/// While `policy` is in poll mode its lane counts this entry in
+/// `Lane::polled`, once; `vq.poll_mode` is set only in poll mode (vhost
+/// may clear it first: quiesce).
+pub(crate) struct Entry {
+    vq: Arc<VqState>,
+    policy: VqPolicy<Arc<Lane>>,
+    /// The lane that polls it, or did last (for the counters).
+    last_lane: usize,
+}
+
+impl Entry {
+    /// The entry of a virtqueue vhost is attaching: in notification mode.
+    pub(crate) fn new(vq: Arc<VqState>) -> Self {
+        // INVARIANT: Not polled.
+        Self {
+            vq,
+            policy: VqPolicy::new(),
+            last_lane: 0,
+        }
+    }
+
+    /// The virtqueue.
+    pub(crate) fn vq(&self) -> &VqState {
+        &self.vq
+    }
+
+    /// Whether it is in poll mode, as the lanes see it.
+    pub(crate) fn is_polled(&self) -> bool {
+        self.policy.is_polled()
+    }
+
+    /// Whether `lane` polls it.
+    pub(crate) fn polled_by(&self, lane: &Lane) -> bool {
+        self.policy
+            .lane()
+            .is_some_and(|l| core::ptr::eq(&**l, lane))
+    }
+
+    /// The lane that polls it, or did last.
+    pub(crate) fn last_lane(&self) -> usize {
+        self.last_lane
+    }
+
+    /// Its idle window and its cool-down, in jiffies, for the counters.
+    pub(crate) fn window_and_cool(&self, p: &Params) -> (u32, u32) {
+        (self.policy.window(p), self.policy.cool_down())
+    }
+
+    /// Its kicks asked for a start, at `now`: the policy's answer, given
+    /// the wanted lanes' loads.
+    pub(crate) fn start_request(
+        &self,
+        now: Jiffy,
+        loads: impl IntoIterator<Item = ThreadLoad>,
+        p: &Params,
+    ) -> Start {
+        self.policy.start_request(now, loads, p)
+    }
+
+    /// A start was refused: kicks before `until` need not ask again.
+    pub(crate) fn refuse(&self, until: Jiffy) {
+        let vq = &self.vq;
+        vq.kicks.close_until(until);
+        vq.counters.refused.fetch_add(1, Relaxed);
+    }
+
+    /// Puts it in poll mode, polled by `lane`: its own worker turns
+    /// notifications off. Returns whether it did.
+    pub(crate) fn start(&mut self, lane: &Arc<Lane>, now: Jiffy, p: &Params) -> bool {
+        // Detached meanwhile, or no worker: leave it alone.
+        if !self.vq.handle.access().is_some_and(|vq| vq.start().is_ok()) {
+            return false;
+        }
+        self.vq.poll_mode.store(true, Relaxed);
+        // Kicks that reached the rate while polling was being started asked
+        // for what just happened; kicks from now on do not count. Left set,
+        // the request would start polling again right after the next exit.
+        self.vq.want_poll.store(false, Relaxed);
+        lane.add_polled();
+        self.last_lane = lane.index;
+        // INVARIANT: In poll mode, counted once by `lane`, just above.
+        self.policy.started(lane.clone(), now, p);
+        self.vq.counters.enters.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Returns it to notification mode, for `why`. Its own worker turns
+    /// notifications back on and runs its handler once, for what came in
+    /// while they were off (the classic race) and what a run left; vhost
+    /// does the same when it takes a vq back (quiesce, detach), and then
+    /// this only settles the books. A no-op in notification mode.
+    pub(crate) fn stop(&mut self, why: Exit, now: Jiffy, p: &Params) {
+        if !self.policy.is_polled() {
+            return;
+        }
+        // Detached meanwhile: vhost took it out of poll mode itself.
+        if let Some(vq) = self.vq.handle.access() {
+            vq.stop(reason(why));
+        }
+        // Kicks from here on are notifications, and count toward a start.
+        // Until now they were kicks of a polled vq, which count for nothing.
+        self.vq.poll_mode.store(false, Relaxed);
+        // INVARIANT: Back in notification mode, and no longer counted by
+        // its lane (below).
+        if let Some((lane, closed)) = self.policy.stopped(now, why, p) {
+            lane.remove_polled();
+            // Its kicks need not ask before the cool-down ends.
+            if let Some(until) = closed {
+                self.vq.kicks.close_until(until);
+            }
+        }
+        self.vq.counters.exits.fetch_add(1, Relaxed);
+    }
+
+    /// Before a visit: the reason to leave poll mode without one, if any.
+    pub(crate) fn before_visit(&self, p: &Params) -> Option<Exit> {
+        self.policy.before_visit(self.vq.poll_mode.load(Relaxed), p)
+    }
+
+    /// A visit at `now` saw `seen`: what the policy decided.
+    pub(crate) fn visited(&mut self, now: Jiffy, seen: Seen, p: &Params) -> Visited {
+        self.policy.visited(now, seen, p)
+    }
+}
+
+/// The reason vhost's trace event shows for `why`.
+fn reason(why: Exit) -> StopReason {
+    match why {
+        Exit::Idle => StopReason::Idle,
+        Exit::Off => StopReason::Off,
+        Exit::Error => StopReason::Error,
+        Exit::Quiesce => StopReason::Quiesce,
+        Exit::Detach => StopReason::Detach,
+        // Until the kernel's header has a reason of its own for it.
+        Exit::Gain | Exit::Contended => StopReason::Gain,
+    }
+}

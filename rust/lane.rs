@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A lane: one polling thread, as the other lanes, placement and the
+//! counters see it. The first lane (`vhost-poll`) also takes the kicks'
+//! start requests and vhost's callbacks; `poll_threads` adds lanes
+//! `vhost-poll/1` and on.
+
+use crate::counters::LaneCounters;
+use crate::policy::{LanePolicy, Params, ThreadLoad, THREADS_MAX};
+use crate::waker::Waker;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use kernel::{
+    alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc, task::Task, types::ARef,
+};
+
+/// The names of the lanes' threads, by index.
+pub(crate) const NAMES: [&CStr; THREADS_MAX] = [
+    c_str!("vhost-poll"),
+    c_str!("vhost-poll/1"),
+    c_str!("vhost-poll/2"),
+    c_str!("vhost-poll/3"),
+    c_str!("vhost-poll/4"),
+    c_str!("vhost-poll/5"),
+    c_str!("vhost-poll/6"),
+    c_str!("vhost-poll/7"),
+];
+
+/// One lane.
+///
+/// # Invariants
+///
+/// `waker` wakes the thread that runs this lane's loop.
+pub(crate) struct Lane {
+    /// The lane's number: 0 for the first.
+    pub(crate) index: usize,
+    pub(crate) waker: Arc<Waker>,
+    pub(crate) counters: LaneCounters,
+    /// Virtqueues this lane polls: the table keeps it (see `Table`).
+    polled: AtomicU32,
+    /// Its last contention window found its CPU wanted by others, as its
+    /// thread last saw (`LanePolicy::contended`).
+    contended: AtomicBool,
+}
+
+impl Lane {
+    /// The lane of thread number `index`, whose task is `task`.
+    pub(crate) fn new(index: usize, task: ARef<Task>) -> Result<Arc<Self>> {
+        // INVARIANT: The caller gives this lane to `task`'s loop.
+        Ok(Arc::new(
+            Self {
+                index,
+                waker: Arc::new(Waker::new(task), GFP_KERNEL)?,
+                counters: LaneCounters::default(),
+                polled: AtomicU32::new(0),
+                contended: AtomicBool::new(false),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// How many virtqueues it polls.
+    pub(crate) fn polled(&self) -> u32 {
+        // Relaxed: changed only under the table's lock; a reader without
+        // it (placement holds it; the lane's own sleep check and the
+        // counters do not) sees a value that was true a moment ago, and
+        // the lane's waker covers a vq placed after the read.
+        self.polled.load(Relaxed)
+    }
+
+    /// One more virtqueue polled (`Entry::start`, under the table's lock).
+    pub(crate) fn add_polled(&self) {
+        self.polled.fetch_add(1, Relaxed);
+    }
+
+    /// One fewer (`Entry::stop`, under the table's lock).
+    pub(crate) fn remove_polled(&self) {
+        self.polled.fetch_sub(1, Relaxed);
+    }
+
+    /// Records its thread's verdict on its CPU.
+    pub(crate) fn set_contended(&self, contended: bool) {
+        self.contended.store(contended, Relaxed);
+    }
+
+    /// The lane as placement sees it, with parameters `p`.
+    pub(crate) fn load(&self, p: &Params) -> ThreadLoad {
+        LanePolicy::load(self.polled(), self.contended.load(Relaxed), p)
+    }
+}

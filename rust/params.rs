@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module parameters, read into one snapshot per decision.
+
+use crate::policy::{Bounds, Params};
+
+/// The parameters as they are now. Each is read once: a decision made with
+/// the snapshot sees no half of a concurrent write to several.
+pub(crate) fn now() -> Params {
+    use crate::module_parameters as m;
+    Params {
+        start_rate: m::poll_start_rate.value(),
+        bounds: Bounds {
+            min: m::poll_stop_idle.value(),
+            max: m::poll_stop_idle_max.value(),
+        },
+        min_gain: m::poll_min_gain.value(),
+        threads: m::poll_threads.value(),
+    }
+}

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The polling policy, with no kernel types: every decision of the
+//! module, as two state machines that the kernel side feeds with events
+//! and whose decisions it carries out.
+//!
+//! - [`Kicks`] (a virtqueue, lock-free, any context): a kick in
+//!   notification mode asks for a start or not.
+//! - [`VqPolicy`] (a virtqueue, under the table's lock): a start request
+//!   goes on a lane or is refused until a jiffy; a visit stays or exits,
+//!   and why; an exit sets what the next start may do.
+//! - [`LanePolicy`] (a polling thread, its own): after a pass, go on,
+//!   pause or yield, and whether to hand every virtqueue back.
+//!
+//! Parameters come in as a [`Params`] snapshot, read once per event.
+//! Time is in jiffies, as [`Jiffy`]: a counter that wraps, compared only
+//! the way `time_after()` compares. Documentation/design.rst has the table
+//! of events and decisions.
+//!
+//! The module includes this folder as `mod policy`; `rust/Cargo.toml`
+//! builds it as a host crate too, so `cargo test` checks it in
+//! milliseconds, scenarios included (`scenarios.rs`).
+
+mod cpu;
+mod gain;
+mod lane;
+mod lanes;
+mod params;
+mod rate;
+mod time;
+mod vq;
+mod window;
+
+#[cfg(test)]
+mod scenarios;
+
+pub use cpu::{Contention, Pause};
+pub use lane::{AfterPass, LanePolicy, PassSeen};
+pub use lanes::{RoundRobin, ThreadLoad, THREADS_MAX};
+pub use params::Params;
+pub use rate::Kicks;
+pub use time::Jiffy;
+pub use vq::{Exit, Seen, Start, Tally, Visited, VqPolicy};
+pub use window::Bounds;

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module parameters as one decision sees them.
+
+use super::lanes::threads_wanted;
+use super::window::Bounds;
+
+/// The parameters, read once for one decision: a write from user space
+/// takes effect at the next decision, and no decision sees half of one.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// `poll_start_rate`: kicks in one jiffy that start polling a
+    /// virtqueue; 0 switches polling off.
+    pub start_rate: u32,
+    /// `poll_stop_idle` and `poll_stop_idle_max`: the idle window's bounds.
+    pub bounds: Bounds,
+    /// `poll_min_gain`: kicks per 1000 buffers polling must save; 0 keeps
+    /// every polled virtqueue, and refuses no start.
+    pub min_gain: u32,
+    /// `poll_threads`, as written.
+    pub threads: u32,
+}
+
+impl Params {
+    /// The defaults of the module parameters.
+    pub const DEFAULT: Self = Self {
+        start_rate: 0,
+        bounds: Bounds { min: 2, max: 16 },
+        min_gain: 16,
+        threads: 1,
+    };
+
+    /// Whether virtqueues may be polled at all.
+    pub fn polling_on(&self) -> bool {
+        self.start_rate != 0
+    }
+
+    /// Whether what does not pay goes back to notification mode (and a
+    /// start that would not pay is refused): not with `poll_min_gain` 0.
+    pub fn hands_back(&self) -> bool {
+        self.min_gain != 0
+    }
+
+    /// How many lanes (polling threads) should run.
+    pub fn lanes(&self) -> usize {
+        threads_wanted(self.threads)
+    }
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}

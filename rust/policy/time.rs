@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Time as the policy counts it: jiffies, a counter that wraps.
+
+/// A point in time, in jiffies.
+///
+/// The counter wraps, so two jiffies are ordered only by their distance:
+/// [`Jiffy::since`] and [`Jiffy::is_after`] are right whenever the two are
+/// less than half the counter's range apart (`time_after()`'s rule). The
+/// kernel's `kernel::time::JiffiesInstant` has the same rule; this file
+/// builds on the host too, so it has its own, and `clock::now()` makes one
+/// from the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Jiffy(usize);
+
+impl Jiffy {
+    /// The jiffy whose counter reads `raw`.
+    pub const fn from_raw(raw: usize) -> Self {
+        Self(raw)
+    }
+
+    /// The counter's value.
+    pub const fn raw(self) -> usize {
+        self.0
+    }
+
+    /// Jiffies from `earlier` to `self`; 0 if `earlier` is the later one.
+    pub const fn since(self, earlier: Jiffy) -> usize {
+        if earlier.is_after(self) {
+            0
+        } else {
+            self.0.wrapping_sub(earlier.0)
+        }
+    }
+
+    /// Whether `self` comes after `other`.
+    pub const fn is_after(self, other: Jiffy) -> bool {
+        // The two's complement difference is negative exactly when `self`
+        // is ahead of `other` by less than half the range.
+        (other.0.wrapping_sub(self.0) as isize) < 0
+    }
+
+    /// The jiffy `n` jiffies after `self`.
+    pub const fn plus(self, n: usize) -> Self {
+        Self(self.0.wrapping_add(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn j(raw: usize) -> Jiffy {
+        Jiffy::from_raw(raw)
+    }
+
+    #[test]
+    fn jiffies_compare_across_the_wrap() {
+        assert!(j(0).is_after(j(usize::MAX)));
+        assert!(!j(usize::MAX).is_after(j(0)));
+        assert!(!j(5).is_after(j(5)));
+        assert_eq!(j(1).since(j(usize::MAX - 1)), 3);
+        // Earlier than what it is measured from: no time has passed.
+        assert_eq!(j(5).since(j(6)), 0);
+    }
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The lanes' threads: `vhost-poll` and, when `poll_threads` asks for
+//! more, `vhost-poll/1` and on, each visiting the rings of the virtqueues
+//! it polls, round robin. The first lane also serves the start requests
+//! and the books of vqs vhost took back (`Shared::serve`), and starts and
+//! stops the other lanes' threads.
+//!
+//! A lane runs no handler. When a ring has buffers it queues the vq's
+//! kick handler to the vq's own vhost worker, as a kick would; starts and
+//! stops are carried out by that worker too. So nothing an owner does to
+//! its rings, its memory or its vq mutex (a fault that does not resolve,
+//! a blocked ioctl, a busy loop) holds a lane up: it holds up that
+//! owner's own worker, as it would without polling. See "Isolation and
+//! trust" in Documentation/design.rst.
+//!
+//! Every decision is the policy's (`crate::policy`); this file carries
+//! them out: it sleeps, passes, pauses and hands back as told.
+
+use crate::clock;
+use crate::handoff::Handoff;
+use crate::lane::{Lane, NAMES};
+use crate::mm_cursor::{drive, MmScope, Step, Stepper};
+use crate::policy::{Exit, LanePolicy, PassSeen, Pause, RoundRobin, THREADS_MAX};
+use crate::shared::Shared;
+use crate::visit::{visit, Visit};
+use core::sync::atomic::Ordering::Relaxed;
+use kernel::{kthread, kthread::KThread, prelude::*, sync::Arc, time::Ktime};
+
+/// The other lanes' threads, kept by the first lane: `[0]`, the first
+/// lane's own place, stays empty.
+type Helpers = [Option<KThread>; THREADS_MAX];
+
+/// What a pass found so far.
+#[derive(Default)]
+struct Pass {
+    found: bool,
+    paid: bool,
+}
+
+/// One lane's loop, as its thread runs it.
+struct LaneLoop<'a> {
+    shared: &'a Arc<Shared>,
+    lane: &'a Arc<Lane>,
+    /// The first lane's: the other lanes' threads.
+    helpers: Option<&'a mut Helpers>,
+    /// The number of lanes the first one last started or stopped for.
+    running: usize,
+    rr: RoundRobin,
+    policy: LanePolicy,
+    /// The pass under way, if any.
+    pass: Option<Pass>,
+    /// The slot whose visit waits for its address space to be entered.
+    pending: Option<usize>,
+    /// The last step found nothing to poll and left the address space:
+    /// the next one sleeps.
+    sleep_next: bool,
+}
+
+impl LaneLoop<'_> {
+    /// Nothing to poll: sleeps until a kick reaches the rate or vhost
+    /// asks for something (the first lane), or a vq is placed on this
+    /// lane (the others). In no address space.
+    fn sleep(&mut self) {
+        let c = &self.lane.counters;
+        c.period(true);
+        kthread::sleep_unless(|| self.lane.waker.is_pending());
+        c.period(false);
+    }
+
+    /// Between passes: keeps the wanted lanes running (the first lane),
+    /// hands back a lane no longer wanted, serves the requests. Returns
+    /// how many vqs this lane polls.
+    fn between_passes(&mut self) -> u32 {
+        let p = crate::params::now();
+        let wanted = p.lanes();
+        if let Some(helpers) = self.helpers.as_deref_mut() {
+            if wanted != self.running {
+                resize(self.shared, helpers, wanted);
+                self.running = wanted;
+            }
+        } else if LanePolicy::retired(self.lane.index, &p) {
+            // Fewer lanes wanted: this one's vqs go back, and the first
+            // lane stops its thread when it next wakes.
+            self.shared.hand_back(self.lane, Exit::Off);
+        }
+        let mut table = self.shared.table.lock();
+        if self.helpers.is_some() {
+            self.shared.serve(&mut table, &p);
+        } else {
+            self.lane.waker.take();
+        }
+        self.lane.polled()
+    }
+
+    /// After a pass: counts it, and pauses and hands back as the policy
+    /// says.
+    fn after_pass(&mut self, pass: Pass) {
+        let c = &self.lane.counters;
+        c.passes.fetch_add(1, Relaxed);
+        let p = crate::params::now();
+        let seen = PassSeen {
+            paid: pass.paid,
+            found: pass.found,
+            others_waiting: !kthread::single_task_running(),
+        };
+        let after = self.policy.after_pass(clock::now(), seen, &p);
+        self.lane.set_contended(self.policy.contended());
+        if let Some(why) = after.hand_back {
+            self.shared.hand_back(self.lane, why);
+        }
+        match after.pause {
+            Pause::None => {}
+            Pause::Busy => clock::pause(),
+            Pause::Yield => {
+                let t0 = Ktime::ktime_get();
+                clock::give_way(pass.found);
+                let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
+                c.asides.fetch_add(1, Relaxed);
+                c.aside_us
+                    .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
+            }
+        }
+        kthread::cond_resched();
+    }
+}
+
+impl Stepper for LaneLoop<'_> {
+    fn step(&mut self, scope: Option<&MmScope<'_>>) -> Step {
+        let mut pass = match self.pass.take() {
+            Some(pass) => pass,
+            None => {
+                if core::mem::take(&mut self.sleep_next) {
+                    self.sleep();
+                    return Step::Again;
+                }
+                if kthread::should_stop() {
+                    return Step::Done;
+                }
+                if self.between_passes() == 0 {
+                    self.policy.rested();
+                    self.lane.set_contended(false);
+                    if scope.is_some() {
+                        self.sleep_next = true;
+                        return Step::Leave;
+                    }
+                    self.sleep();
+                    return Step::Again;
+                }
+                Pass::default()
+            }
+        };
+        // One pass: each vq this lane polls once, one handler run each.
+        loop {
+            if self.lane.waker.is_pending() || kthread::should_stop() {
+                break;
+            }
+            let mut table = self.shared.table.lock();
+            let slot = match self.pending.take() {
+                Some(slot) => slot,
+                None => match self.rr.next(table.slots()) {
+                    Some(slot) => slot,
+                    None => break,
+                },
+            };
+            if let Some(e) = table.get_mut(slot).filter(|e| e.polled_by(self.lane)) {
+                match visit(e, scope) {
+                    Visit::Made(v) => {
+                        pass.found |= v.work;
+                        pass.paid |= v.queued;
+                    }
+                    Visit::Needs(mm) => {
+                        // Visited again, first, in that address space.
+                        self.pending = Some(slot);
+                        self.pass = Some(pass);
+                        drop(table);
+                        return Step::Enter(mm);
+                    }
+                }
+            }
+            drop(table);
+            kthread::cond_resched();
+        }
+        self.after_pass(pass);
+        Step::Again
+    }
+
+    fn cannot_enter(&mut self) {
+        let Some(slot) = self.pending.take() else {
+            return;
+        };
+        let mut table = self.shared.table.lock();
+        if let Some(e) = table.get_mut(slot).filter(|e| e.polled_by(self.lane)) {
+            e.stop(Exit::Error, clock::now(), &crate::params::now());
+        }
+    }
+}
+
+/// The loop of `lane`'s thread. The first lane passes `helpers`, the
+/// others' places: it serves the requests and keeps the wanted lanes
+/// running, and stops them all before it returns.
+fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
+    let c = &lane.counters;
+    let pid = current!().pid();
+    c.pid.store(pid.into(), Relaxed);
+    c.since_ns.store(Ktime::ktime_get().to_ns(), Relaxed);
+    let first = helpers.is_some();
+    let mut lane_loop = LaneLoop {
+        shared,
+        lane,
+        helpers,
+        running: 1,
+        rr: RoundRobin::new(),
+        policy: LanePolicy::new(),
+        pass: None,
+        pending: None,
+        sleep_next: false,
+    };
+    drive(c, &mut lane_loop);
+    if first {
+        if let Some(helpers) = lane_loop.helpers.as_deref_mut() {
+            // The others first: each returns its vqs as it stops.
+            resize(shared, helpers, 0);
+        }
+    }
+    shared.hand_back(lane, Exit::Off);
+    c.period(true);
+}
+
+/// Starts and stops lanes' threads so that `wanted` run, with
+/// `helpers[i]` running lane `i`. A lane stopped first returns its vqs to
+/// notification mode. The first lane calls it, holding no lock.
+fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, wanted: usize) {
+    for i in (wanted.max(1)..THREADS_MAX).rev() {
+        if let Some(thread) = helpers[i].take() {
+            // Waits for it to hand its vqs back and return.
+            thread.stop();
+            shared.table.lock().set_lane(i, None);
+        }
+    }
+    for (i, place) in helpers.iter_mut().enumerate().take(wanted).skip(1) {
+        if place.is_some() {
+            continue;
+        }
+        match spawn(shared, i) {
+            Ok(thread) => *place = Some(thread),
+            Err(e) => {
+                // Its place stays empty, and gets no vq, until
+                // `poll_threads` is written again.
+                pr_warn!("cannot start polling thread {}: {:?}\n", i, e);
+                break;
+            }
+        }
+    }
+}
+
+/// Starts lane `i`'s thread, with a lane of its own in the table.
+fn spawn(shared: &Arc<Shared>, i: usize) -> Result<KThread> {
+    let handoff = Handoff::new()?;
+    let (thread_shared, thread_handoff) = (shared.clone(), handoff.clone());
+    let name = NAMES.get(i).copied().ok_or(EINVAL)?;
+    let thread = KThread::run(name, move || {
+        if let Some(lane) = thread_handoff.wait() {
+            run(&thread_shared, &lane, None);
+        }
+    })?;
+    // On error, dropping `thread` stops it before it got a lane.
+    let lane = Lane::new(i, thread.task().into())?;
+    shared.table.lock().set_lane(i, Some(lane.clone()));
+    handoff.give(lane.clone());
+    lane.waker.wake();
+    Ok(thread)
+}
+
+/// The first lane's thread: waits for its `Shared`, then runs, starting
+/// and stopping the others; returns at once if stopped before it got one.
+pub(crate) fn run_first(handoff: Arc<Handoff<Arc<Shared>>>) {
+    if let Some(shared) = handoff.wait() {
+        let mut helpers: Helpers = core::array::from_fn(|_| None);
+        let first = shared.first.clone();
+        run(&shared, &first, Some(&mut helpers));
+    }
+}

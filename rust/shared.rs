@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the lanes, the kick hook, vhost's callbacks and the counters
+//! share: the table behind one lock, and the first lane.
+//!
+//! Locking: `table` is held by a lane for each step (serving requests,
+//! one visit of one vq) and released between steps. A visit only tries
+//! the vq's mutex and reads the ring with page faults off; an address
+//! space is entered and left with the lock released (`mm_cursor.rs`).
+//! So vhost's detach, which takes the vq out of the table (under the
+//! mutex every vhost open and close takes), waits for one short step.
+//! Kicks and quiesce take no lock. A vq is reached only through its
+//! handle's guard (`Vq::access`), which vhost's detach revokes: the order
+//! is `table`, then the guard's lock, then (tried only) the vq's mutex.
+
+use crate::lane::Lane;
+use crate::policy::{Exit, LanePolicy, Params, Start};
+use crate::table::Table;
+use crate::vq::VqState;
+use core::sync::atomic::Ordering::Relaxed;
+use kernel::{
+    alloc::flags::GFP_KERNEL,
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+    task::Task,
+    types::ARef,
+};
+
+/// The shared state.
+///
+/// # Invariants
+///
+/// `first` is `table`'s first lane, and its waker is the one every
+/// `VqState` of the table holds: kicks and vhost wake the first lane.
+#[pin_data]
+pub(crate) struct Shared {
+    #[pin]
+    pub(crate) table: Mutex<Table>,
+    pub(crate) first: Arc<Lane>,
+}
+
+impl Shared {
+    /// The state shared with the first lane's thread, `task`, which a
+    /// `Handoff` then gives it.
+    pub(crate) fn new(task: ARef<Task>) -> Result<Arc<Self>> {
+        let first = Lane::new(0, task)?;
+        // INVARIANT: `first` is the table's first lane.
+        Arc::pin_init(
+            pin_init!(Self {
+                table <- new_mutex!(Table::new(first.clone()), "vhost_poll::table"),
+                first,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Calls `f` for each virtqueue, in table order, under the lock, with
+    /// whether it is polled (not if vhost took it back meanwhile), its
+    /// idle window, its cool-down after a hand-back for want of gain, and
+    /// the lane that polls it or did last.
+    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) {
+        let table = self.table.lock();
+        let p = crate::params::now();
+        for e in table.iter() {
+            let (window, cool) = e.window_and_cool(&p);
+            f(
+                e.vq(),
+                e.is_polled() && e.vq().poll_mode.load(Relaxed),
+                window,
+                cool,
+                e.last_lane(),
+            );
+        }
+    }
+
+    /// Calls `f` for each running lane, in order, under the lock.
+    pub(crate) fn for_each_lane(&self, mut f: impl FnMut(&Lane)) {
+        let table = self.table.lock();
+        for lane in table.lanes().iter().flatten() {
+            f(lane);
+        }
+    }
+
+    /// Settles the books of the vqs vhost took back and serves the start
+    /// requests, each as the policy decides (`VqPolicy::start_request`)
+    /// among the lanes `p` wants. The first lane calls it, with the table
+    /// locked.
+    pub(crate) fn serve(&self, table: &mut Table, p: &Params) {
+        let now = crate::clock::now();
+        self.first.waker.take();
+        let (entries, lanes) = table.entries_and_lanes();
+        let lanes = lanes.get(..p.lanes()).unwrap_or(lanes);
+        for e in entries {
+            if e.is_polled() && !e.vq().poll_mode.load(Relaxed) {
+                // vhost took it back (quiesce): settle the books.
+                e.stop(Exit::Quiesce, now, p);
+            }
+            if e.is_polled() || !e.vq().want_poll.swap(false, Relaxed) {
+                continue;
+            }
+            let loads = lanes
+                .iter()
+                .map(|l| l.as_ref().map_or(LanePolicy::ABSENT, |l| l.load(p)));
+            match e.start_request(now, loads, p) {
+                Start::Ignore => {}
+                Start::On(n) => {
+                    // `place` picked a running lane (absent ones have no room).
+                    if let Some(lane) = lanes.get(n).and_then(Option::as_ref) {
+                        if e.start(lane, now, p) && lane.index != 0 {
+                            lane.waker.wake();
+                        }
+                    }
+                }
+                Start::Refuse { until } => {
+                    e.refuse(until);
+                    self.first.counters.refused.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Returns `lane`'s polled vqs to notification mode, for `why`.
+    pub(crate) fn hand_back(&self, lane: &Lane, why: Exit) {
+        let mut table = self.table.lock();
+        let (now, p) = (crate::clock::now(), crate::params::now());
+        for e in table.iter_mut() {
+            if e.polled_by(lane) {
+                e.stop(why, now, &p);
+            }
+        }
+    }
+
+    /// Takes the entry of `vq` out of the table (vhost detaches it): out
+    /// of poll mode first, to keep the counts right.
+    pub(crate) fn forget(&self, vq: &VqState) {
+        let mut table = self.table.lock();
+        let Some(slot) = table.find(vq) else {
+            return;
+        };
+        if let Some(e) = table.get_mut(slot) {
+            // vhost takes the vq out of poll mode itself; this keeps the
+            // counters right.
+            e.stop(Exit::Detach, crate::clock::now(), &crate::params::now());
+        }
+        table.remove(slot);
+    }
+}
