@@ -147,7 +147,7 @@ fn reason(why: Exit) -> StopReason {
         Exit::Error => StopReason::Error,
         Exit::Quiesce => StopReason::Quiesce,
         Exit::Detach => StopReason::Detach,
-        // Until the kernel's header has a reason of its own for it.
-        Exit::Gain | Exit::Contended => StopReason::Gain,
+        Exit::Gain => StopReason::Gain,
+        Exit::Contended => StopReason::Contended,
     }
 }

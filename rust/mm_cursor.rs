@@ -2,30 +2,20 @@
 
 //! The address space a lane polls in. A lane reads the rings of many
 //! owners; each ring is in its owner's address space, which the lane's
-//! thread must use to read it. The lane stays in one as long as the next
-//! virtqueue to visit is in it too, so a pass over one owner's vqs costs
-//! one switch, not one per visit; and it enters and leaves with no lock
-//! held, so that a reference it puts (which may be the last) is put
-//! outside the table's lock.
+//! thread must use to read it (`kthread::with_mm`). The lane stays in one
+//! as long as the next virtqueue to visit is in it too, so a pass over one
+//! owner's vqs costs no switch; it enters and leaves with no lock held,
+//! and the reference it held is put asynchronously (`mmput_async`), so
+//! that the last reference of an exiting owner is never torn down in the
+//! lane's thread.
 
 use crate::counters::LaneCounters;
 use core::sync::atomic::Ordering::Relaxed;
-use kernel::{kthread::MmUse, mm::MmWithUser, types::ARef};
-
-/// Proof, lent to one step, that the lane's thread uses an address space.
-pub(crate) struct MmScope<'a>(&'a MmUse);
-
-impl MmScope<'_> {
-    /// The address space in use.
-    pub(crate) fn mm(&self) -> &MmWithUser {
-        self.0.mm()
-    }
-
-    /// What `VqGuard::poll` takes as that proof.
-    pub(crate) fn in_use(&self) -> &MmUse {
-        self.0
-    }
-}
+use kernel::{
+    kthread::{with_mm, MmScope},
+    mm::MmWithUser,
+    types::ARef,
+};
 
 /// What a lane's loop does after a step.
 pub(crate) enum Step {
@@ -39,8 +29,10 @@ pub(crate) enum Step {
     Done,
 }
 
-/// A lane's loop, one step at a time.
-pub(crate) trait Stepper {
+/// A lane's loop, one step at a time. `Send`: its steps run in the
+/// closure `with_mm` takes (a closure that could not be sent could keep
+/// something of the thread, such as its address space, past the scope).
+pub(crate) trait Stepper: Send {
     /// One step, in `scope`'s address space, or in none.
     fn step(&mut self, scope: Option<&MmScope<'_>>) -> Step;
 
@@ -58,20 +50,17 @@ pub(crate) fn drive(counters: &LaneCounters, lane: &mut impl Stepper) {
             Step::Again | Step::Leave => lane.step(None),
             Step::Enter(mm) => {
                 counters.mm_switches.fetch_add(1, Relaxed);
-                match MmUse::new(mm) {
-                    Ok(in_use) => {
-                        let scope = MmScope(&in_use);
-                        let next = loop {
-                            match lane.step(Some(&scope)) {
-                                Step::Again => continue,
-                                next => break next,
-                            }
-                        };
-                        // Leaves the address space and puts the reference,
-                        // with no lock held.
-                        drop(in_use);
-                        next
+                let next = with_mm(&mm, |scope| loop {
+                    match lane.step(Some(scope)) {
+                        Step::Again => continue,
+                        next => break next,
                     }
+                });
+                // Out of the address space, with no lock held: the
+                // reference goes back without tearing anything down here.
+                drop(MmWithUser::into_async(mm));
+                match next {
+                    Ok(next) => next,
                     Err(_) => {
                         lane.cannot_enter();
                         Step::Again

@@ -20,12 +20,18 @@
 use crate::clock;
 use crate::handoff::Handoff;
 use crate::lane::{Lane, NAMES};
-use crate::mm_cursor::{drive, MmScope, Step, Stepper};
+use crate::mm_cursor::{drive, Step, Stepper};
 use crate::policy::{Exit, LanePolicy, PassSeen, Pause, RoundRobin, THREADS_MAX};
 use crate::shared::Shared;
 use crate::visit::{visit, Visit};
 use core::sync::atomic::Ordering::Relaxed;
-use kernel::{kthread, kthread::KThread, prelude::*, sync::Arc, time::Ktime};
+use kernel::{
+    kthread,
+    kthread::{KThread, MmScope},
+    prelude::*,
+    sync::Arc,
+    time::Ktime,
+};
 
 /// The other lanes' threads, kept by the first lane: `[0]`, the first
 /// lane's own place, stays empty.

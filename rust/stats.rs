@@ -2,7 +2,7 @@
 
 //! The counters, in debugfs: `/sys/kernel/debug/vhost_poll/vqs` (a row per
 //! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (a row per
-//! polling thread). Plain text: a header line of column names, then rows.
+//! lane). Plain text: a header line of column names, then rows.
 
 use crate::shared::Shared;
 use core::sync::atomic::Ordering::Relaxed;
@@ -53,16 +53,17 @@ impl ShowFile for Vqs {
     }
 }
 
-struct Worker(Arc<Shared>);
+/// The `worker` file (its name kept for users: a row per lane).
+struct Lanes(Arc<Shared>);
 
-impl ShowFile for Worker {
+impl ShowFile for Lanes {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
             "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread\n"
         );
         let now = Ktime::ktime_get().to_ns();
-        // A row per polling thread, in order.
+        // A row per lane, in order.
         self.0.for_each_lane(|lane| {
             let c = &lane.counters;
             // Add the period in progress, so that a busy thread's time
@@ -96,7 +97,7 @@ impl ShowFile for Worker {
 /// The debugfs directory and its files; removed on drop (files first).
 pub(crate) struct Stats {
     _vqs: File<Vqs>,
-    _worker: File<Worker>,
+    _lanes: File<Lanes>,
     _dir: Dir,
 }
 
@@ -109,9 +110,9 @@ impl Stats {
         }
         Ok(Self {
             _vqs: dir.show_file(c_str!("vqs"), Arc::new(Vqs(shared.clone()), GFP_KERNEL)?),
-            _worker: dir.show_file(
+            _lanes: dir.show_file(
                 c_str!("worker"),
-                Arc::new(Worker(shared.clone()), GFP_KERNEL)?,
+                Arc::new(Lanes(shared.clone()), GFP_KERNEL)?,
             ),
             _dir: dir,
         })

@@ -4,10 +4,9 @@
 //! the ring, handed to the policy, and its decision carried out.
 
 use crate::entry::Entry;
-use crate::mm_cursor::MmScope;
 use crate::policy::{Exit, Seen, Tally, Visited};
 use core::sync::atomic::Ordering::Relaxed;
-use kernel::{mm::MmWithUser, prelude::*, types::ARef};
+use kernel::{kthread::MmScope, mm::MmWithUser, prelude::*, types::ARef};
 
 /// How a visit ended.
 pub(crate) enum Visit {
@@ -48,7 +47,7 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     };
     // Not the last reference: the scope holds one.
     drop(owner_mm);
-    let polled = e.vq().handle.access().map(|vq| vq.poll(scope.in_use()));
+    let polled = e.vq().handle.access().map(|vq| vq.poll(scope));
     let c = &e.vq().counters;
     let seen = match polled.unwrap_or(Err(ENODEV)) {
         Ok(polled) => {

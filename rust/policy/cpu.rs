@@ -5,7 +5,7 @@
 
 use super::time::Jiffy;
 
-/// How the worker pauses after a pass: it steps aside for the tasks
+/// How a lane pauses after a pass: it steps aside for the tasks
 /// waiting for its CPU when its passes do not pay, the way KVM's halt
 /// polling stops polling when polling does not pay.
 ///
@@ -16,7 +16,7 @@ use super::time::Jiffy;
 /// - One that does not pay, with other tasks waiting for the CPU, yields
 ///   to them: not a sleep with a timer, which would add its length to the
 ///   wait of every ring that fills meanwhile (notifications are off), but
-///   a turn given, after which the worker polls again as soon as the CPU
+///   a turn given, after which the lane polls again as soon as the CPU
 ///   is free.
 /// - Otherwise it goes on at once if it found work (some handler took
 ///   buffers since the last visit), and pauses briefly if it found none,
@@ -25,7 +25,7 @@ use super::time::Jiffy;
 #[derive(Debug, Default)]
 pub(super) struct StepAside;
 
-/// What the worker does after a pass.
+/// What a lane does after a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pause {
     /// Goes on at once.
@@ -51,19 +51,20 @@ impl StepAside {
     }
 }
 
-/// Whether the worker competes for its CPU: polling then costs the
+/// Whether a lane competes for its CPU: polling then costs the
 /// other tasks (the devices' own workers, the guests) more than it saves.
 ///
 /// Polling pays on a CPU of its own, or one with time to spare: the
-/// shared thread notices a ring's buffers and wakes its worker while the
+/// lane notices a ring's buffers and wakes its worker while the
 /// guest goes on. On a CPU that the guests and the workers need, each
-/// pass of the thread is time they wait for, and a ring that fills waits
-/// for the thread's next turn where a kick would have woken its worker at
-/// once. So the worker measures, over windows of [`Contention::JIFFIES`]
+/// pass of the lane is time they wait for, and a ring that fills waits
+/// for the lane's next turn where a kick would have woken its worker at
+/// once. So the lane measures, over windows of [`Contention::JIFFIES`]
 /// jiffies, how many of its passes ended with other tasks waiting for its
-/// CPU. When at least half did, the worker is *contended*: it hands its
-/// virtqueues back to notification mode (each then cools down, see
-/// [`CoolDown`]) and starts no others until a window says otherwise. With
+/// CPU. When at least half did, the lane is *contended*: it hands its
+/// virtqueues back to notification mode (`Exit::Contended`; each then
+/// cools down, as after `Exit::Gain`) and is given no others until a
+/// window says otherwise. With
 /// its own CPU (taskset, isolcpus: the "I/O core" of the shared-thread
 /// design) it is never contended.
 #[derive(Debug, Default)]
@@ -104,12 +105,12 @@ impl Contention {
         self.waited = self.waited.saturating_add(others_waiting.into());
     }
 
-    /// The worker slept with nothing to poll: measure afresh.
+    /// The lane slept with nothing to poll: measure afresh.
     pub fn rested(&mut self) {
         *self = Self::new();
     }
 
-    /// Whether the last whole window found the worker contended.
+    /// Whether the last whole window found the lane contended.
     pub fn contended(&self) -> bool {
         self.contended
     }

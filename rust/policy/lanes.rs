@@ -56,7 +56,7 @@ pub(super) fn threads_wanted(poll_threads: u32) -> usize {
 pub struct ThreadLoad {
     /// Virtqueues it polls.
     pub polled: u32,
-    /// Its recent passes competed for its CPU (see [`Contention`]): it has
+    /// Its recent passes competed for its CPU (see [`Contention`](super::Contention)): it has
     /// no time to spare for another virtqueue.
     pub contended: bool,
 }

@@ -64,17 +64,17 @@ impl Default for RateTracker {
     }
 }
 
-/// Whether a virtqueue's kicks may ask the worker to start polling it:
-/// not before a jiffy the worker set when it refused a start (the
+/// Whether a virtqueue's kicks may ask the first lane to start polling it:
+/// not before a jiffy the first lane set when it refused a start (the
 /// virtqueue cools down, or every polling thread is contended). Without
 /// it, each kick that reaches the rate while a start would be refused
-/// wakes the worker for nothing: at a rate of 1, once a jiffy per
+/// wakes the first lane for nothing: at a rate of 1, once a jiffy per
 /// virtqueue or more, which cost the thread 10% of a CPU in streams it
 /// did not poll. Lock-free, from any context.
 ///
 /// The two atomics are read apart: a kick racing with
 /// [`StartGate::defer_until`] may ask once more, or not ask in the jiffy
-/// it races in; the worker is not asked anything it cannot decide, and a
+/// it races in; the lane is not asked anything it cannot decide, and a
 /// later kick asks again.
 pub(super) struct StartGate {
     deferred: AtomicBool,
@@ -90,7 +90,7 @@ impl StartGate {
         }
     }
 
-    /// Kicks before `until` do not ask (the worker refused a start).
+    /// Kicks before `until` do not ask (a start was refused).
     pub(super) fn defer_until(&self, until: Jiffy) {
         self.not_before.store(until.raw(), Relaxed);
         self.deferred.store(true, Relaxed);
