@@ -287,11 +287,13 @@ impl<L> VqPolicy<L> {
         Some((lane, closed))
     }
 
-    /// Whether an exit for `why` starts a cool-down.
+    /// Whether an exit for `why` starts a cool-down: only a verdict about
+    /// this virtqueue does. Contention is a verdict about the lane's CPU:
+    /// the vq may come back as soon as a lane has room (placement refuses
+    /// it while every lane is contended, and its gate then closes for a
+    /// contention window, not a cool-down of up to 4,096 jiffies).
     fn cools_down(why: Exit) -> bool {
-        // Contention is the lane's CPU, not this virtqueue: until the
-        // rule change that separates them, it cools down as before.
-        matches!(why, Exit::Gain | Exit::Contended)
+        why == Exit::Gain
     }
 }
 
