@@ -62,9 +62,9 @@ impl StepAside {
 /// once. So the lane measures, over windows of [`Contention::JIFFIES`]
 /// jiffies, how many of its passes ended with other tasks waiting for its
 /// CPU. When at least half did, the lane is *contended*: it hands its
-/// virtqueues back to notification mode (`Exit::Contended`, which starts
-/// no cool-down: the verdict is on the CPU, not on them) and is given no
-/// others until a window says otherwise. With
+/// virtqueues back to notification mode (`Exit::Contended`; each then
+/// cools down, as after `Exit::Gain`) and is given no others until a
+/// window says otherwise. With
 /// its own CPU (taskset, isolcpus: the "I/O core" of the shared-thread
 /// design) it is never contended.
 #[derive(Debug, Default)]
