@@ -8,12 +8,13 @@
 ENV ?= uml
 KERNEL = $(if $(filter qemu x86_64,$(ENV)),x86_64,uml)
 
-.PHONY: help setup kernel kdir module selftests check storms demo bench lint clean
+.PHONY: help setup kernel kdir module selftests check check-full storms demo bench lint clean
 
 help:
 	@echo 'vhost-poll targets:'
 	@echo '  make demo          build what is missing, boot UML, show the module working'
-	@echo '  make check         host tests, then the selftests in uml, uml-tt and qemu'
+	@echo '  make check         host tests, then the selftests in uml, uml-tt and qemu (< 6 min)'
+	@echo '  make check-full    make check, plus the storms in uml and the benchmark'"'"'s short pass'
 	@echo '  make storms        the long storms (1000x each) and a 10-minute soak, debug kernel'
 	@echo '  make bench         the benchmark in the x86_64 guest (QUICK=1: a short pass)'
 	@echo '  make setup         install the toolchain (Debian packages, bindgen)'
@@ -42,6 +43,9 @@ selftests:
 
 check:
 	@scripts/check
+
+check-full:
+	@scripts/check --full
 
 storms:
 	@scripts/storms $(if $(N),--n $(N)) $(if $(SOAK),--soak $(SOAK))

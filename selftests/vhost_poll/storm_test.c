@@ -249,10 +249,21 @@ struct streamer {
 	/* Chunks streamed, and whether the thread is done; read while it runs. */
 	unsigned int rounds;
 	int done;
+	/* An eventfd the thread adds 1 to after each chunk. */
+	int progress;
 	/* 0, or why the stream ended: -ETIMEDOUT (a stall), -EIO. */
 	int ret;
 	struct tally tally;
 };
+
+/* Add 1 to eventfd @fd: it would take 2^64 - 2 of them to fill. */
+static void eventfd_add1(int fd)
+{
+	__u64 one = 1;
+	ssize_t n = write(fd, &one, sizeof(one));
+
+	(void)n;
+}
 
 static void *streamer_run(void *arg)
 {
@@ -267,6 +278,7 @@ static void *streamer_run(void *arg)
 		if (!ret)
 			ret = stream_timed(&s->d, CHUNK, s->batch, &s->tally);
 		__atomic_add_fetch(&s->rounds, 1, __ATOMIC_RELEASE);
+		eventfd_add1(s->progress);
 	}
 	if (!ret)
 		ret = check_segment(&s->d, &s->tally);
@@ -282,11 +294,16 @@ static int streamer_start(struct streamer *s, unsigned int batch)
 
 	memset(s, 0, sizeof(*s));
 	s->batch = batch;
+	s->progress = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->progress < 0)
+		return -errno;
 	ret = vring_open(&s->d, RING, true, SEGMENT);
 	if (!ret)
 		ret = -pthread_create(&s->t, NULL, streamer_run, s);
-	if (ret)
+	if (ret) {
 		vring_close(&s->d);
+		close(s->progress);
+	}
 	return ret;
 }
 
@@ -295,7 +312,37 @@ static int streamer_stop(struct streamer *s)
 {
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(s->t, NULL);
+	close(s->progress);
 	return s->ret;
+}
+
+/*
+ * Wait @ms, or until @s has streamed @chunks more chunks, whichever comes
+ * first; returns whether the chunks came first. Under simulated time
+ * (UML's time-travel=inf-cpu) the clock moves only while the CPU idles
+ * or the polling thread pauses, and a neighbour that streams keeps both
+ * from happening: a wait bounded by the clock alone lasts as long as the
+ * neighbour takes to stream through it (millions of buffers for a few
+ * jiffies); bounded by its chunks too, about as long as on a real clock.
+ */
+static bool streamer_wait(struct streamer *s, unsigned int chunks, unsigned int ms)
+{
+	struct pollfd p = { .fd = s->progress, .events = POLLIN };
+	unsigned long long t0 = vp_now_ms(), spent;
+	unsigned int got = 0;
+	__u64 n;
+
+	/* Only the chunks from now on. */
+	if (read(s->progress, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return false;
+	while (got < chunks) {
+		spent = vp_now_ms() - t0;
+		if (spent >= ms || poll(&p, 1, ms - spent) <= 0)
+			return false;
+		if (read(s->progress, &n, sizeof(n)) == sizeof(n))
+			got += n;
+	}
+	return true;
 }
 
 /*
@@ -315,19 +362,6 @@ static int other_row(int pid, unsigned int skip_dev, struct vp_vq_row *row)
 		}
 	}
 	return n < 0 ? n : 0;
-}
-
-/* Wait up to @ms for this process's device other than @skip_dev to be polled. */
-static bool wait_other_polled(unsigned int skip_dev, unsigned int ms)
-{
-	struct vp_vq_row row;
-
-	for (; ms; ms--) {
-		if (other_row(getpid(), skip_dev, &row) == 1 && row.poll)
-			return true;
-		vp_sleep_ms(1);
-	}
-	return false;
 }
 
 FIXTURE(storm) {
@@ -842,6 +876,32 @@ static void show_hostile(struct vring_drv *h, enum hostile how)
 }
 
 /*
+ * Wait up to @ms for this process's device other than @skip_dev to be
+ * polled, while @s streams: each step of a millisecond ends after one of
+ * @s's chunks, if that comes first (see streamer_wait()).
+ */
+static bool wait_other_polled_beside(struct streamer *s, unsigned int skip_dev,
+				     unsigned int ms)
+{
+	struct vp_vq_row row;
+
+	for (; ms; ms--) {
+		if (other_row(getpid(), skip_dev, &row) == 1 && row.poll)
+			return true;
+		streamer_wait(s, 1, 1);
+	}
+	return false;
+}
+
+/*
+ * How long a hostile ring is left to the poller: 2 jiffies, or while the
+ * neighbour streams this many chunks, if that comes first. On a real
+ * clock the jiffies come first (UML streams about 9 chunks in 2 of its
+ * jiffies); under simulated time the chunks (see streamer_wait()).
+ */
+#define HOSTILE_CHUNKS	32
+
+/*
  * 5. Hostile rings shown to a polled vq of a second device, one after
  * another: the poller and the handlers it starts meet an error, not a
  * buffer, and the device is closed in that state. A well-behaved device
@@ -854,7 +914,7 @@ TEST_F_TIMEOUT(storm, hostile_rings, storm_timeout())
 		1ULL << VIRTIO_RING_F_EVENT_IDX | 1ULL << VIRTIO_RING_F_INDIRECT_DESC;
 	const unsigned int rounds = self->n > H_N ? self->n : H_N;
 	unsigned int shown[H_N] = { 0 }, hot[H_N] = { 0 }, left[H_N] = { 0 }, i;
-	unsigned int good_dev;
+	unsigned int good_dev, by_chunks = 0;
 	struct vp_vq_row row;
 	struct vring_drv h;
 	struct streamer s;
@@ -872,10 +932,10 @@ TEST_F_TIMEOUT(storm, hostile_rings, storm_timeout())
 		/* Polled before it turns hostile: the poller finds it, not a kick. */
 		vring_post_kicked(&h, 4 * RATE_LOW);
 		ASSERT_EQ(0, vring_drain(&h, STALL_MS));
-		hot[how] += wait_other_polled(good_dev, 1000);
+		hot[how] += wait_other_polled_beside(&s, good_dev, 1000);
 		show_hostile(&h, how);
 		shown[how]++;
-		vp_sleep_ms(vp_jiffies_ms(2));
+		by_chunks += streamer_wait(&s, HOSTILE_CHUNKS, vp_jiffies_ms(2));
 		if (other_row(getpid(), good_dev, &row) == 1 && !row.poll)
 			left[how]++;
 		vring_close(&h);
@@ -883,11 +943,12 @@ TEST_F_TIMEOUT(storm, hostile_rings, storm_timeout())
 	ret = streamer_stop(&s);
 	EXPECT_EQ(0, ret) TH_LOG("the well-behaved device: %s", fail_name(ret));
 	for (how = 0; how < H_N; how++) {
-		TH_LOG("%s: shown %u times, %u polled, out of poll mode 2 jiffies later %u",
+		TH_LOG("%s: shown %u times, %u polled, out of poll mode after the wait %u",
 		       hostile_name[how], shown[how], hot[how], left[how]);
 	}
-	TH_LOG("%u hostile rings; %llu buffers checked, worst stall %llu ms",
-	       rounds, s.tally.checked, s.tally.worst_ms);
+	TH_LOG("%u hostile rings, %u waits ended by the neighbour's %u chunks, not 2 jiffies",
+	       rounds, by_chunks, HOSTILE_CHUNKS);
+	TH_LOG("%llu buffers checked, worst stall %llu ms", s.tally.checked, s.tally.worst_ms);
 	EXPECT_TRUE(storm_settles());
 	vring_close(&s.d);
 }
