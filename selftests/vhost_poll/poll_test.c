@@ -332,7 +332,11 @@ TEST_F(poll, idle_window_grows_and_shrinks)
 		ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 		if (sum.window > grown)
 			grown = sum.window;
-		exits = sum.exits;
+		/*
+		 * Left again already (a slow machine): that exit counts, and
+		 * the stream below runs in notification mode.
+		 */
+		exits = polled ? sum.exits : sum.exits - 1;
 		/* Buffers taken in poll mode: the period paid. */
 		ASSERT_EQ(0, vring_stream(&self->d, 64, 1, STALL_MS));
 		ASSERT_EQ(0, wait_exit(&self->d, exits));
