@@ -133,10 +133,9 @@ impl Entry {
         self.policy.before_visit(self.vq.poll_mode.load(Relaxed), p)
     }
 
-    /// A visit at `now`, on a lane at `price`, saw `seen`: what the
-    /// policy decided.
-    pub(crate) fn visited(&mut self, now: Jiffy, seen: Seen, p: &Params, price: u32) -> Visited {
-        self.policy.visited_at(now, seen, p, price)
+    /// A visit at `now` saw `seen`: what the policy decided.
+    pub(crate) fn visited(&mut self, now: Jiffy, seen: Seen, p: &Params) -> Visited {
+        self.policy.visited(now, seen, p)
     }
 }
 

@@ -8,7 +8,7 @@
 use crate::counters::LaneCounters;
 use crate::policy::{LanePolicy, Params, ThreadLoad, THREADS_MAX};
 use crate::waker::Waker;
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{
     alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc, task::Task, types::ARef,
 };
@@ -37,9 +37,9 @@ pub(crate) struct Lane {
     pub(crate) counters: LaneCounters,
     /// Virtqueues this lane polls: the table keeps it (see `Table`).
     polled: AtomicU32,
-    /// What its CPU costs the others, as its thread last saw
-    /// (`LanePolicy::price`): 1 on a free CPU.
-    price: AtomicU32,
+    /// Its last contention window found its CPU wanted by others, as its
+    /// thread last saw (`LanePolicy::contended`).
+    contended: AtomicBool,
 }
 
 impl Lane {
@@ -52,7 +52,7 @@ impl Lane {
                 waker: Arc::new(Waker::new(task), GFP_KERNEL)?,
                 counters: LaneCounters::default(),
                 polled: AtomicU32::new(0),
-                price: AtomicU32::new(1),
+                contended: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -77,18 +77,13 @@ impl Lane {
         self.polled.fetch_sub(1, Relaxed);
     }
 
-    /// Records its thread's price of its CPU.
-    pub(crate) fn set_price(&self, price: u32) {
-        self.price.store(price, Relaxed);
-    }
-
-    /// Its price, as its thread last saw it.
-    pub(crate) fn price(&self) -> u32 {
-        self.price.load(Relaxed)
+    /// Records its thread's verdict on its CPU.
+    pub(crate) fn set_contended(&self, contended: bool) {
+        self.contended.store(contended, Relaxed);
     }
 
     /// The lane as placement sees it, with parameters `p`.
     pub(crate) fn load(&self, p: &Params) -> ThreadLoad {
-        LanePolicy::load(self.polled(), self.price(), p)
+        LanePolicy::load(self.polled(), self.contended.load(Relaxed), p)
     }
 }

@@ -111,7 +111,7 @@ impl LaneLoop<'_> {
             others_waiting: !kthread::single_task_running(),
         };
         let after = self.policy.after_pass(clock::now(), seen, &p);
-        self.lane.set_price(self.policy.price());
+        self.lane.set_contended(self.policy.contended());
         if let Some(why) = after.hand_back {
             self.shared.hand_back(self.lane, why);
         }
@@ -145,7 +145,7 @@ impl Stepper for LaneLoop<'_> {
                 }
                 if self.between_passes() == 0 {
                     self.policy.rested();
-                    self.lane.set_price(1);
+                    self.lane.set_contended(false);
                     if scope.is_some() {
                         self.sleep_next = true;
                         return Step::Leave;
@@ -170,7 +170,7 @@ impl Stepper for LaneLoop<'_> {
                 },
             };
             if let Some(e) = table.get_mut(slot).filter(|e| e.polled_by(self.lane)) {
-                match visit(e, scope, self.lane.price()) {
+                match visit(e, scope) {
                     Visit::Made(v) => {
                         pass.found |= v.work;
                         pass.paid |= v.queued;

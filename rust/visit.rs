@@ -25,11 +25,11 @@ const NOTHING: Visited = Visited {
     exit: None,
 };
 
-/// Visits polled `e` in `scope`'s address space, on a lane whose CPU has
-/// `price`: queues its handler if its ring has buffers (`VqGuard::poll`),
-/// and returns it to notification mode when the policy says so.
+/// Visits polled `e` in `scope`'s address space: queues its handler if
+/// its ring has buffers (`VqGuard::poll`), and returns it to notification
+/// mode when the policy says so.
 #[must_use = "the pause after a pass depends on what its visits saw"]
-pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>, price: u32) -> Visit {
+pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     let p = crate::params::now();
     // Switched off, or taken back by vhost (quiesce).
     if let Some(why) = e.before_visit(&p) {
@@ -69,7 +69,7 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>, price: u32) -> V
         Err(_) => Seen::Failed,
     };
     let now = crate::clock::now();
-    let v = e.visited(now, seen, &p, price);
+    let v = e.visited(now, seen, &p);
     let c = &e.vq().counters;
     match v.tally {
         Tally::Work => c.poll_work.fetch_add(1, Relaxed),

@@ -76,9 +76,6 @@ pub struct Contention {
     waited: u32,
     /// The verdict of the last whole window.
     contended: bool,
-    /// The last whole window's passes that ended with others waiting,
-    /// and its passes.
-    last: (u32, u32),
 }
 
 impl Contention {
@@ -92,7 +89,6 @@ impl Contention {
             passes: 0,
             waited: 0,
             contended: false,
-            last: (0, 0),
         }
     }
 
@@ -101,7 +97,6 @@ impl Contention {
         let start = *self.start.get_or_insert(now);
         if now.since(start) >= Self::JIFFIES {
             self.contended = self.passes > 0 && self.waited.saturating_mul(2) >= self.passes;
-            self.last = (self.waited, self.passes);
             self.start = Some(now);
             self.passes = 0;
             self.waited = 0;
@@ -113,21 +108,6 @@ impl Contention {
     /// The lane slept with nothing to poll: measure afresh.
     pub fn rested(&mut self) {
         *self = Self::new();
-    }
-
-    /// What a pass of the lane costs the other tasks, as a factor on what
-    /// a polled vq must save: 1 on a free CPU, rising with the square of
-    /// the share `s` of the last whole window's passes that ended with
-    /// others waiting, `1 + 63 s²`, to 64 when every pass had others
-    /// waiting (at `s` = 1/2 it is 16).
-    pub fn price(&self) -> u32 {
-        let (w, n) = (u64::from(self.last.0), u64::from(self.last.1));
-        if n == 0 {
-            return 1;
-        }
-        // w <= n < 2^32: w * w * 63 fits in a u64.
-        let extra = w.saturating_mul(w).saturating_mul(63) / n.saturating_mul(n);
-        u32::try_from(extra).unwrap_or(63).saturating_add(1)
     }
 
     /// Whether the last whole window found the lane contended.

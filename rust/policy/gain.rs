@@ -42,28 +42,15 @@ impl Gain {
     /// Returns whether the virtqueue should go back to notification mode:
     /// its visits saved fewer than `min_per_1k` kicks per thousand buffers.
     pub fn visit(&mut self, taken: u32, queued: bool, min_per_1k: u32) -> bool {
-        self.visit_at(taken, queued, min_per_1k, 1) != Verdict::Keep
-    }
-
-    /// As [`Gain::visit`], at `price` (the lane's, see
-    /// `Contention::price`): over a sample, the visits must save
-    /// `min_per_1k` times `price` kicks per thousand buffers.
-    pub fn visit_at(&mut self, taken: u32, queued: bool, min_per_1k: u32, price: u32) -> Verdict {
         self.taken = self.taken.saturating_add(taken.into());
         self.queued = self.queued.saturating_add(queued.into());
         if self.taken < Self::SAMPLE {
-            return Verdict::Keep;
+            return false;
         }
-        let saved = self.queued.saturating_mul(1000);
-        let need = u64::from(min_per_1k).saturating_mul(self.taken);
+        let min = u64::from(min_per_1k);
+        let low = self.queued.saturating_mul(1000) < min.saturating_mul(self.taken);
         *self = Self::new();
-        if saved < need {
-            Verdict::Low
-        } else if saved < need.saturating_mul(price.into()) {
-            Verdict::Priced
-        } else {
-            Verdict::Keep
-        }
+        low
     }
 
     /// Whether the buffers taken since the last verdict show that polling
@@ -77,17 +64,6 @@ impl Gain {
         self.queued > 0
             && self.queued.saturating_mul(1000) >= u64::from(min_per_1k).saturating_mul(self.taken)
     }
-}
-
-/// A sample's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Polling pays at the lane's price: keep it.
-    Keep,
-    /// It does not pay even on a free CPU.
-    Low,
-    /// It pays on a free CPU, not at the lane's price.
-    Priced,
 }
 
 /// How long a virtqueue handed back for want of gain waits before it may

@@ -48,12 +48,10 @@ impl LanePolicy {
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
         let pause = StepAside::after_pass(seen.paid, seen.found, seen.others_waiting);
         self.contention.after_pass(now, seen.others_waiting);
-        let _ = p;
         AfterPass {
             pause,
-            // Each vq leaves by its own verdict at the lane's price
-            // (`VqPolicy::visited_at`): nothing is handed back wholesale.
-            hand_back: None,
+            // With `poll_min_gain` 0 contention hands nothing back.
+            hand_back: (self.contention.contended() && p.hands_back()).then_some(Exit::Contended),
         }
     }
 
@@ -68,21 +66,13 @@ impl LanePolicy {
         self.contention.contended()
     }
 
-    /// What a visit of this lane costs the other tasks, as a factor on
-    /// what a vq must save (`Contention::price`): 1 on a free CPU.
-    pub fn price(&self) -> u32 {
-        self.contention.price()
-    }
-
     /// A running lane as placement sees it, polling `polled` virtqueues,
-    /// at `price`. It has no room when no vq could pay at that price (one
-    /// whose every visit queues its handler saves 1000 kicks per thousand
-    /// buffers); with `poll_min_gain` 0 it always has.
-    pub fn load(polled: u32, price: u32, p: &Params) -> ThreadLoad {
-        let need = u64::from(p.min_gain).saturating_mul(price.into());
+    /// its CPU last found `contended` or not. With `poll_min_gain` 0
+    /// contention refuses nothing.
+    pub fn load(polled: u32, contended: bool, p: &Params) -> ThreadLoad {
         ThreadLoad {
             polled,
-            contended: p.hands_back() && need > 1000,
+            contended: contended && p.hands_back(),
         }
     }
 

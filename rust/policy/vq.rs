@@ -5,7 +5,7 @@
 //! decides, and what an exit leaves for the next start.
 
 use super::cpu::Contention;
-use super::gain::{CoolDown, Gain, Verdict};
+use super::gain::{CoolDown, Gain};
 use super::lanes::{place, ThreadLoad};
 use super::params::Params;
 use super::time::Jiffy;
@@ -225,17 +225,6 @@ impl<L> VqPolicy<L> {
     /// visit. A vq that was held (its handler running, an ioctl, a handler
     /// blocked in a fault) counts by what its handlers took too.
     pub fn visited(&mut self, now: Jiffy, seen: Seen, p: &Params) -> Visited {
-        self.visited_at(now, seen, p, 1)
-    }
-
-    /// As [`VqPolicy::visited`], on a lane whose CPU has price `price`
-    /// ([`LanePolicy::price`]): the vq stays while its visits save
-    /// `poll_min_gain` times `price` kicks per thousand buffers. One that
-    /// does not pay even on a free CPU leaves for want of gain; one that
-    /// pays there but not at the price, for contention.
-    ///
-    /// [`LanePolicy::price`]: super::LanePolicy::price
-    pub fn visited_at(&mut self, now: Jiffy, seen: Seen, p: &Params, price: u32) -> Visited {
         let Mode::Polled { idle, gain, .. } = &mut self.mode else {
             return Visited::NOTHING;
         };
@@ -248,20 +237,14 @@ impl<L> VqPolicy<L> {
                 }
             }
         };
-        let verdict = gain.visit_at(taken, queued, p.min_gain, price);
-        if verdict != Verdict::Keep {
-            // Polling it saves next to no kicks (vhost's own suppression
-            // while its handler runs does nearly as well, see `Gain`), or
-            // fewer than its lane's CPU costs the others.
+        if gain.visit(taken, queued, p.min_gain) {
+            // Polling it saves next to no kicks: vhost's own suppression
+            // while its handler runs does nearly as well (see `Gain`).
             return Visited {
                 work: taken > 0,
                 queued,
                 tally: Tally::Nothing,
-                exit: Some(if verdict == Verdict::Low {
-                    Exit::Gain
-                } else {
-                    Exit::Contended
-                }),
+                exit: Some(Exit::Gain),
             };
         }
         if taken > 0 {
