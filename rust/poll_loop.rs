@@ -210,7 +210,6 @@ fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
     let pid = current!().pid();
     c.pid.store(pid.into(), Relaxed);
     c.since_ns.store(Ktime::ktime_get().to_ns(), Relaxed);
-    let first = helpers.is_some();
     let mut lane_loop = LaneLoop {
         shared,
         lane,
@@ -223,11 +222,9 @@ fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
         sleep_next: false,
     };
     drive(c, &mut lane_loop);
-    if first {
-        if let Some(helpers) = lane_loop.helpers.as_deref_mut() {
-            // The others first: each returns its vqs as it stops.
-            resize(shared, helpers, 0);
-        }
+    if let Some(helpers) = lane_loop.helpers.as_deref_mut() {
+        // The others first: each returns its vqs as it stops.
+        resize(shared, helpers, 0);
     }
     shared.hand_back(lane, Exit::Off);
     c.period(true);

@@ -17,14 +17,6 @@ pub(crate) enum Visit {
     Needs(ARef<MmWithUser>),
 }
 
-/// Nothing seen: the visit ended poll mode before it looked.
-const NOTHING: Visited = Visited {
-    work: false,
-    queued: false,
-    tally: Tally::Nothing,
-    exit: None,
-};
-
 /// Visits polled `e` in `scope`'s address space: queues its handler if
 /// its ring has buffers (`VqGuard::poll`), and returns it to notification
 /// mode when the policy says so.
@@ -34,12 +26,12 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     // Switched off, or taken back by vhost (quiesce).
     if let Some(why) = e.before_visit(&p) {
         e.stop(why, crate::clock::now(), &p);
-        return Visit::Made(NOTHING);
+        return Visit::Made(Visited::NOTHING);
     }
     let Some(owner_mm) = e.vq().handle.access().and_then(|vq| vq.mm()) else {
         // No owner (or it is exiting), so no ring: nothing to poll.
         e.stop(Exit::Error, crate::clock::now(), &p);
-        return Visit::Made(NOTHING);
+        return Visit::Made(Visited::NOTHING);
     };
     let scope = match scope {
         Some(scope) if core::ptr::eq(scope.mm(), &*owner_mm) => scope,

@@ -118,11 +118,8 @@ impl Contention {
 
 #[cfg(test)]
 mod tests {
+    use super::super::time::tests::j;
     use super::*;
-
-    fn j(raw: usize) -> Jiffy {
-        Jiffy::from_raw(raw)
-    }
 
     #[test]
     fn step_aside_only_when_contended_and_not_paying() {

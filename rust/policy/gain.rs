@@ -21,17 +21,17 @@ use super::time::Jiffy;
 /// goes back to notification mode, and is not polled again for a while
 /// ([`CoolDown`]).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Gain {
+pub(super) struct Gain {
     taken: u64,
     queued: u64,
 }
 
 impl Gain {
     /// Buffers taken between two verdicts.
-    pub const SAMPLE: u64 = 4096;
+    pub(super) const SAMPLE: u64 = 4096;
 
     /// No buffer seen yet.
-    pub const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         Self {
             taken: 0,
             queued: 0,
@@ -41,7 +41,7 @@ impl Gain {
     /// A visit saw `taken` buffers taken and queued the handler or not.
     /// Returns whether the virtqueue should go back to notification mode:
     /// its visits saved fewer than `min_per_1k` kicks per thousand buffers.
-    pub fn visit(&mut self, taken: u32, queued: bool, min_per_1k: u32) -> bool {
+    pub(super) fn visit(&mut self, taken: u32, queued: bool, min_per_1k: u32) -> bool {
         self.taken = self.taken.saturating_add(taken.into());
         self.queued = self.queued.saturating_add(queued.into());
         if self.taken < Self::SAMPLE {
@@ -60,7 +60,7 @@ impl Gain {
     /// ([`CoolDown::paid`]); one that took buffers without it leaves the
     /// cool-down as it is, so that a stream that pauses now and then
     /// does not start its probing over.
-    pub fn paid(&self, min_per_1k: u32) -> bool {
+    pub(super) fn paid(&self, min_per_1k: u32) -> bool {
         self.queued > 0
             && self.queued.saturating_mul(1000) >= u64::from(min_per_1k).saturating_mul(self.taken)
     }
@@ -131,11 +131,8 @@ impl CoolDown {
 
 #[cfg(test)]
 mod tests {
+    use super::super::time::tests::j;
     use super::*;
-
-    fn j(raw: usize) -> Jiffy {
-        Jiffy::from_raw(raw)
-    }
 
     #[test]
     fn gain_hands_back_a_ring_that_polling_barely_helps() {

@@ -161,11 +161,8 @@ impl Kicks {
 
 #[cfg(test)]
 mod tests {
+    use super::super::time::tests::j;
     use super::*;
-
-    fn j(raw: usize) -> Jiffy {
-        Jiffy::from_raw(raw)
-    }
 
     #[test]
     fn rate_counts_within_one_jiffy() {

@@ -115,10 +115,8 @@ impl Sim {
         if let Some(why) = self.vqs[v].policy.before_visit(true, &self.p) {
             self.stop(v, why);
             return Visited {
-                work: false,
-                queued: false,
-                tally: Tally::Nothing,
                 exit: Some(why),
+                ..Visited::NOTHING
             };
         }
         let visited = self.vqs[v].policy.visited(self.now, seen, &self.p);

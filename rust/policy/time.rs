@@ -47,10 +47,11 @@ impl Jiffy {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn j(raw: usize) -> Jiffy {
+    /// The jiffy whose counter reads `raw`, for the policy's tests.
+    pub(in super::super) fn j(raw: usize) -> Jiffy {
         Jiffy::from_raw(raw)
     }
 

@@ -34,7 +34,7 @@ pub enum Exit {
 
 /// A virtqueue's mode, with what only poll mode has.
 #[derive(Clone, Debug)]
-pub enum Mode<L> {
+pub(super) enum Mode<L> {
     /// Notifications on: its own worker runs at each kick.
     Notify,
     /// Notifications off, lane `lane` visits its ring.
@@ -104,7 +104,8 @@ pub struct Visited {
 }
 
 impl Visited {
-    const NOTHING: Self = Self {
+    /// Nothing seen or counted: the visit ended poll mode before it looked.
+    pub const NOTHING: Self = Self {
         work: false,
         queued: false,
         tally: Tally::Nothing,
@@ -135,11 +136,6 @@ impl<L> VqPolicy<L> {
             window: Window::new(),
             cool: CoolDown::new(),
         }
-    }
-
-    /// Its mode.
-    pub fn mode(&self) -> &Mode<L> {
-        &self.mode
     }
 
     /// The lane that polls it, in poll mode.

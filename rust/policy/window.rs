@@ -7,7 +7,7 @@ use super::time::Jiffy;
 
 /// When a polled virtqueue had its last work, to decide when it stops.
 #[derive(Clone, Copy, Debug)]
-pub struct Idle {
+pub(super) struct Idle {
     last_work: Jiffy,
     empty_visits: u32,
     /// Whether any visit of this poll period took buffers.
@@ -16,7 +16,7 @@ pub struct Idle {
 
 impl Idle {
     /// A virtqueue entering poll mode at jiffy `now` counts as busy then.
-    pub fn new(now: Jiffy) -> Self {
+    pub(super) fn new(now: Jiffy) -> Self {
         Self {
             last_work: now,
             empty_visits: 0,
@@ -25,27 +25,27 @@ impl Idle {
     }
 
     /// A visit at jiffy `now` found work.
-    pub fn work(&mut self, now: Jiffy) {
+    pub(super) fn work(&mut self, now: Jiffy) {
         self.last_work = now;
         self.empty_visits = 0;
         self.took = true;
     }
 
     /// A visit found no work.
-    pub fn empty(&mut self) {
+    pub(super) fn empty(&mut self) {
         self.empty_visits = self.empty_visits.saturating_add(1);
     }
 
     /// Whether a virtqueue without work for `window` jiffies, and found
     /// empty at least once since its last work, stops being polled at
     /// jiffy `now`.
-    pub fn stops(&self, now: Jiffy, window: u32) -> bool {
+    pub(super) fn stops(&self, now: Jiffy, window: u32) -> bool {
         self.empty_visits > 0 && now.since(self.last_work) >= window as usize
     }
 
     /// Whether a visit of this poll period took buffers: whether polling
     /// paid at all.
-    pub fn took(&self) -> bool {
+    pub(super) fn took(&self) -> bool {
         self.took
     }
 }
@@ -142,11 +142,8 @@ impl Window {
 
 #[cfg(test)]
 mod tests {
+    use super::super::time::tests::j;
     use super::*;
-
-    fn j(raw: usize) -> Jiffy {
-        Jiffy::from_raw(raw)
-    }
 
     #[test]
     fn idle_stops_after_poll_stop_idle_jiffies() {
