@@ -110,5 +110,19 @@ kmake() {
 		LLVM=1 BINDGEN="$BINDGEN" "$@"
 }
 
+# Build vhost_test.ko, the kernel's drivers/vhost/test.c (no Kconfig
+# symbol builds it out of tree), for kernel $1 into directory $2; the
+# log is $2/build.log.
+build_vhost_test() {
+	local k=$1 tdir=$2
+	mkdir -p "$tdir"
+	ln -sfn "$KSRC/drivers/vhost/test.c" "$tdir/test.c"
+	ln -sfn "$KSRC/drivers/vhost/test.h" "$tdir/test.h"
+	printf '%s\n' 'obj-m := vhost_test.o' 'vhost_test-y := test.o' \
+		'ccflags-y := -I$(srctree)/drivers/vhost' >"$tdir/Kbuild"
+	kmake "$k" M="$tdir" modules >"$tdir/build.log" 2>&1 ||
+		{ cat "$tdir/build.log" >&2; die "vhost_test.ko for $k did not build"; }
+}
+
 # Print elapsed time as 1m05s.
 fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
