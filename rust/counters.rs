@@ -29,6 +29,8 @@ pub(crate) struct VqCounters {
     pub(crate) queued: AtomicU64,
     /// Visits that found the vq held (its handler running, most often).
     pub(crate) held: AtomicU64,
+    /// Hand-backs by vhost's watchdog: no visit for its bound.
+    pub(crate) stalls: AtomicU64,
 }
 
 /// Counters of one lane, as `/sys/kernel/debug/vhost_poll/worker` shows

@@ -7,7 +7,7 @@
 use crate::lane::Lane;
 use crate::policy::{Exit, Jiffy, Params, Seen, Start, ThreadLoad, Visited, VqPolicy};
 use crate::vq::VqState;
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::Ordering::{Acquire, Relaxed};
 use kernel::{sync::Arc, vhost_poller::StopReason};
 
 /// The table's entry for one virtqueue.
@@ -16,7 +16,7 @@ use kernel::{sync::Arc, vhost_poller::StopReason};
 ///
 /// While `policy` is in poll mode its lane counts this entry in
 /// `Lane::polled`, once; `vq.poll_mode` is set only in poll mode (vhost
-/// may clear it first: quiesce).
+/// may clear it first: quiesce, watchdog).
 pub(crate) struct Entry {
     vq: Arc<VqState>,
     policy: VqPolicy<Arc<Lane>>,
@@ -87,6 +87,7 @@ impl Entry {
         if !self.vq.handle.access().is_some_and(|vq| vq.start().is_ok()) {
             return false;
         }
+        self.vq.stalled.store(false, Relaxed);
         self.vq.poll_mode.store(true, Relaxed);
         // Kicks that reached the rate while polling was being started asked
         // for what just happened; kicks from now on do not count. Left set,
@@ -130,7 +131,20 @@ impl Entry {
 
     /// Before a visit: the reason to leave poll mode without one, if any.
     pub(crate) fn before_visit(&self, p: &Params) -> Option<Exit> {
-        self.policy.before_visit(self.vq.poll_mode.load(Relaxed), p)
+        self.policy.before_visit(self.taken_back(), p)
+    }
+
+    /// Whether vhost took it back while polled, and why: to reconfigure
+    /// it, or from its watchdog (`VqState::stalled`).
+    pub(crate) fn taken_back(&self) -> Option<Exit> {
+        // Acquire: pairs with the hook's Release, which set `stalled` first.
+        if !self.policy.is_polled() || self.vq.poll_mode.load(Acquire) {
+            None
+        } else if self.vq.stalled.swap(false, Relaxed) {
+            Some(Exit::Stalled)
+        } else {
+            Some(Exit::Quiesce)
+        }
     }
 
     /// A visit at `now` saw `seen`: what the policy decided.
@@ -149,5 +163,6 @@ fn reason(why: Exit) -> StopReason {
         Exit::Detach => StopReason::Detach,
         Exit::Gain => StopReason::Gain,
         Exit::Contended => StopReason::Contended,
+        Exit::Stalled => StopReason::Stalled,
     }
 }

@@ -11,12 +11,15 @@ use crate::entry::Entry;
 use crate::policy::Kicks;
 use crate::shared::Shared;
 use crate::vq::VqState;
-use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering::{Relaxed, Release},
+};
 use kernel::{
     alloc::flags::GFP_KERNEL,
     prelude::*,
     sync::{Arc, ArcBorrow},
-    vhost_poller::{Poller, Vq},
+    vhost_poller::{Poller, StopReason, Vq},
 };
 
 impl Poller for Shared {
@@ -35,6 +38,7 @@ impl Poller for Shared {
                 kicks: Kicks::new(),
                 poll_mode: AtomicBool::new(false),
                 want_poll: AtomicBool::new(false),
+                stalled: AtomicBool::new(false),
                 counters: VqCounters::default(),
                 waker: this.first.waker.clone(),
             },
@@ -56,12 +60,18 @@ impl Poller for Shared {
         data.kick();
     }
 
-    fn quiesce(_this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>) {
+    fn quiesce(_this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>, why: StopReason) {
         // vhost took the vq back already: from now on its kicks are
         // notifications, and count toward a start; those counted before
-        // must not start polling again. The lane settles its own books at
-        // its next step (`Shared::serve`, `visit`).
-        data.poll_mode.store(false, Relaxed);
+        // must not start polling again. A lane settles the books at its
+        // next step (`Shared::serve`, `visit`), when its thread runs: the
+        // watchdog's reason waits for it in `stalled`, set first.
+        if why == StopReason::Stalled {
+            data.counters.stalls.fetch_add(1, Relaxed);
+            data.stalled.store(true, Relaxed);
+        }
+        // Release: `stalled` before it, for `Entry::taken_back`'s Acquire.
+        data.poll_mode.store(false, Release);
         data.want_poll.store(false, Relaxed);
     }
 

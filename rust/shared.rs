@@ -92,9 +92,9 @@ impl Shared {
         let (entries, lanes) = table.entries_and_lanes();
         let lanes = lanes.get(..p.lanes()).unwrap_or(lanes);
         for e in entries {
-            if e.is_polled() && !e.vq().poll_mode.load(Relaxed) {
-                // vhost took it back (quiesce): settle the books.
-                e.stop(Exit::Quiesce, now, p);
+            if let Some(why) = e.taken_back() {
+                // vhost took it back (quiesce, watchdog): settle the books.
+                e.stop(why, now, p);
             }
             if e.is_polled() || !e.vq().want_poll.swap(false, Relaxed) {
                 continue;

@@ -26,6 +26,9 @@ pub(crate) struct VqState {
     pub(crate) poll_mode: AtomicBool,
     /// Set by a kick that asked for a start, taken by the first lane.
     pub(crate) want_poll: AtomicBool,
+    /// Set when vhost's watchdog took it back (`poll_mode` cleared with
+    /// it); taken by the lane that settles the books (`Entry::taken_back`).
+    pub(crate) stalled: AtomicBool,
     pub(crate) counters: VqCounters,
     /// Wakes the first lane, which serves start requests.
     pub(crate) waker: Arc<Waker>,

@@ -112,7 +112,7 @@ impl Sim {
 
     /// One visit of polled `v`, which saw `seen`.
     fn visit(&mut self, v: usize, seen: Seen) -> Visited {
-        if let Some(why) = self.vqs[v].policy.before_visit(true, &self.p) {
+        if let Some(why) = self.vqs[v].policy.before_visit(None, &self.p) {
             self.stop(v, why);
             return Visited {
                 exit: Some(why),
@@ -387,6 +387,29 @@ fn a_starved_lane_decides_on_its_first_pass_back() {
         s.pass(0, false, |v| ring(if v == 0 { 0 } else { 300 }, false));
         assert_eq!(s.vqs[0].exits, [(300, Exit::Idle)]);
         assert!(s.polled(1));
+    }
+}
+
+#[test]
+fn a_vq_the_watchdog_took_back_settles_as_stalled_and_cools_down() {
+    for start in STARTS {
+        // vhost's watchdog took vq 0 back while its lane was off its CPU.
+        // The lane learns it at its first step back: the exit is a stall,
+        // and the vq cools down before its kicks may ask again.
+        let mut s = Sim::new(start, 1, p(1));
+        s.burst(0, 1);
+        s.tick(300);
+        let why = s.vqs[0].policy.before_visit(Some(Exit::Stalled), &s.p);
+        assert_eq!(why, Some(Exit::Stalled));
+        s.stop(0, Exit::Stalled);
+        assert_eq!(s.vqs[0].exits, [(300, Exit::Stalled)]);
+        assert!(!s.kick(0), "cooling down");
+        s.tick(super::gain::CoolDown::MIN_JIFFIES as usize);
+        assert!(s.kick(0));
+        // Switched off meanwhile: that is the reason, whatever vhost did.
+        s.p.start_rate = 0;
+        let why = s.vqs[0].policy.before_visit(Some(Exit::Stalled), &s.p);
+        assert_eq!(why, Some(Exit::Off));
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Exit {
     /// Its lane's CPU is wanted by other tasks: a verdict about the CPU,
     /// not about this virtqueue.
     Contended,
+    /// vhost's watchdog took it back: its lane had not visited it for
+    /// `VHOST_POLLER_WATCHDOG_JIFFIES` (its thread kept off its CPU).
+    Stalled,
 }
 
 /// A virtqueue's mode, with what only poll mode has.
@@ -204,15 +207,13 @@ impl<L> VqPolicy<L> {
     }
 
     /// Before a visit: whether it must leave poll mode without one,
-    /// because polling was switched off, or vhost took it back
-    /// (`still_polled` false).
-    pub fn before_visit(&self, still_polled: bool, p: &Params) -> Option<Exit> {
+    /// because polling was switched off, or vhost took it back (`taken`:
+    /// [`Exit::Quiesce`] or [`Exit::Stalled`]).
+    pub fn before_visit(&self, taken: Option<Exit>, p: &Params) -> Option<Exit> {
         if !p.polling_on() {
             Some(Exit::Off)
-        } else if !still_polled {
-            Some(Exit::Quiesce)
         } else {
-            None
+            taken
         }
     }
 
@@ -289,9 +290,11 @@ impl<L> VqPolicy<L> {
     /// has room) streams churned in and out of poll mode on a contended
     /// CPU, and the A/B of that rule lost stream throughput (geometric
     /// mean of poll/notify 0.74 against 1.02, the lane at 13% of a CPU
-    /// against 0.5%; Documentation/benchmarks.rst).
+    /// against 0.5%; Documentation/benchmarks.rst). A stall is a verdict
+    /// on the lane's CPU too, a harder one: a task that kept the thread
+    /// off it for the watchdog's bound is likely to do it again.
     fn cools_down(why: Exit) -> bool {
-        matches!(why, Exit::Gain | Exit::Contended)
+        matches!(why, Exit::Gain | Exit::Contended | Exit::Stalled)
     }
 }
 

@@ -244,10 +244,12 @@ struct vp_vq_row {
 	unsigned long long refused, queued, held, cool;
 	/* The polling thread that polls it, or did last (0: the first). */
 	unsigned int thread;
+	/* Hand-backs by vhost's watchdog (no visit in its bound). */
+	unsigned long long stalls;
 };
 
 /* A row of the vqs file: the ten first columns are in every version. */
-#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u"
+#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu"
 
 /* Read the rows of the vqs file; returns how many, or -errno. */
 static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
@@ -269,7 +271,7 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 		if (sscanf(line, VP_VQ_ROW, &r->pid, &r->dev, &r->vq, mode, &r->kicks,
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
 			   &r->enters, &r->exits, &r->window, &r->refused,
-			   &r->queued, &r->held, &r->cool, &r->thread) < 10)
+			   &r->queued, &r->held, &r->cool, &r->thread, &r->stalls) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -304,6 +306,7 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->queued += rows[i].queued;
 		sum->held += rows[i].held;
 		sum->cool += rows[i].cool;
+		sum->stalls += rows[i].stalls;
 		if (polled && rows[i].poll)
 			(*polled)++;
 	}
