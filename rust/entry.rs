@@ -15,8 +15,9 @@ use kernel::{sync::Arc, vhost_poller::StopReason};
 /// # Invariants
 ///
 /// While `policy` is in poll mode its lane counts this entry in
-/// `Lane::polled`, once; `vq.poll_mode` is set only in poll mode (vhost
-/// may clear it first: quiesce, watchdog).
+/// `Lane::polled`, once (and the table keeps it in the lane's ring:
+/// `Table::start`, `Table::stop`); `vq.poll_mode` is set only in poll mode
+/// (vhost may clear it first: quiesce, watchdog).
 pub(crate) struct Entry {
     vq: Arc<VqState>,
     policy: VqPolicy<Arc<Lane>>,
@@ -105,10 +106,11 @@ impl Entry {
     /// notifications back on and runs its handler once, for what came in
     /// while they were off (the classic race) and what a run left; vhost
     /// does the same when it takes a vq back (quiesce, detach), and then
-    /// this only settles the books. A no-op in notification mode.
-    pub(crate) fn stop(&mut self, why: Exit, now: Jiffy, p: &Params) {
+    /// this only settles the books. Returns the number of the lane that
+    /// polled it; a no-op in notification mode.
+    pub(crate) fn stop(&mut self, why: Exit, now: Jiffy, p: &Params) -> Option<usize> {
         if !self.policy.is_polled() {
-            return;
+            return None;
         }
         // Detached meanwhile: vhost took it out of poll mode itself.
         if let Some(vq) = self.vq.handle.access() {
@@ -119,14 +121,16 @@ impl Entry {
         self.vq.poll_mode.store(false, Relaxed);
         // INVARIANT: Back in notification mode, and no longer counted by
         // its lane (below).
-        if let Some((lane, closed)) = self.policy.stopped(now, why, p) {
+        let lane = self.policy.stopped(now, why, p).map(|(lane, closed)| {
             lane.remove_polled();
             // Its kicks need not ask before the cool-down ends.
             if let Some(until) = closed {
                 self.vq.kicks.close_until(until);
             }
-        }
+            lane.index
+        });
         self.vq.counters.exits.fetch_add(1, Relaxed);
+        lane
     }
 
     /// Before a visit: the reason to leave poll mode without one, if any.

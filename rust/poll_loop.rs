@@ -6,6 +6,9 @@
 //! and the books of vqs vhost took back (`Shared::serve`), and starts and
 //! stops the other lanes' threads.
 //!
+//! A pass walks the ring of the vqs the lane polls (`Table::begin_pass`),
+//! so it costs those vqs, however many others are attached.
+//!
 //! A lane runs no handler. When a ring has buffers it queues the vq's
 //! kick handler to the vq's own vhost worker, as a kick would; starts and
 //! stops are carried out by that worker too. So nothing an owner does to
@@ -21,7 +24,7 @@ use crate::clock;
 use crate::handoff::Handoff;
 use crate::lane::{Lane, NAMES};
 use crate::mm_cursor::{drive, Step, Stepper};
-use crate::policy::{Exit, LanePolicy, PassSeen, Pause, RoundRobin, THREADS_MAX};
+use crate::policy::{Exit, LanePolicy, PassSeen, Pause, THREADS_MAX};
 use crate::shared::Shared;
 use crate::visit::{visit, Visit};
 use core::sync::atomic::Ordering::Relaxed;
@@ -37,11 +40,15 @@ use kernel::{
 /// lane's own place, stays empty.
 type Helpers = [Option<KThread>; THREADS_MAX];
 
-/// What a pass found so far.
+/// What a pass found so far, and where it goes on.
 #[derive(Default)]
 struct Pass {
     found: bool,
     paid: bool,
+    /// The next slot of the lane's ring to visit, once begun; `left`
+    /// visits at most (the vqs the lane polled when the pass began).
+    next: Option<usize>,
+    left: u32,
 }
 
 /// One lane's loop, as its thread runs it.
@@ -52,7 +59,6 @@ struct LaneLoop<'a> {
     helpers: Option<&'a mut Helpers>,
     /// The number of lanes the first one last started or stopped for.
     running: usize,
-    rr: RoundRobin,
     policy: LanePolicy,
     /// The pass under way, if any.
     pass: Option<Pass>,
@@ -162,26 +168,43 @@ impl Stepper for LaneLoop<'_> {
                 break;
             }
             let mut table = self.shared.table.lock();
-            let slot = match self.pending.take() {
-                Some(slot) => slot,
-                None => match self.rr.next(table.slots()) {
-                    Some(slot) => slot,
-                    None => break,
-                },
+            let slot = match (self.pending.take(), pass.next) {
+                (Some(slot), _) => slot,
+                (None, Some(_)) if pass.left == 0 => break,
+                (None, Some(slot)) => slot,
+                (None, None) => {
+                    pass.left = self.lane.polled();
+                    match table.begin_pass(self.lane.index) {
+                        Some(slot) => slot,
+                        None => break,
+                    }
+                }
             };
-            if let Some(e) = table.get_mut(slot).filter(|e| e.polled_by(self.lane)) {
-                match visit(e, scope) {
-                    Visit::Made(v) => {
-                        pass.found |= v.work;
-                        pass.paid |= v.queued;
+            // Read before the visit, which may take `slot` out of the ring.
+            let after = table.next_polled(slot);
+            let Some(e) = table.polled_by(slot, self.lane) else {
+                // Stopped since the last step (detach, quiesce, the first
+                // lane settling the books): the pass ends here, and the
+                // next begins at the ring's head.
+                break;
+            };
+            match visit(e, scope) {
+                Visit::Made(v) => {
+                    pass.found |= v.work;
+                    pass.paid |= v.queued;
+                    if let Some(why) = v.exit {
+                        table.stop(slot, why, clock::now(), &crate::params::now());
                     }
-                    Visit::Needs(mm) => {
-                        // Visited again, first, in that address space.
-                        self.pending = Some(slot);
-                        self.pass = Some(pass);
-                        drop(table);
-                        return Step::Enter(mm);
-                    }
+                    pass.next = Some(after);
+                    pass.left = pass.left.saturating_sub(1);
+                }
+                Visit::Needs(mm) => {
+                    // Visited again, first, in that address space.
+                    self.pending = Some(slot);
+                    pass.next = Some(slot);
+                    self.pass = Some(pass);
+                    drop(table);
+                    return Step::Enter(mm);
                 }
             }
             drop(table);
@@ -196,8 +219,8 @@ impl Stepper for LaneLoop<'_> {
             return;
         };
         let mut table = self.shared.table.lock();
-        if let Some(e) = table.get_mut(slot).filter(|e| e.polled_by(self.lane)) {
-            e.stop(Exit::Error, clock::now(), &crate::params::now());
+        if table.polled_by(slot, self.lane).is_some() {
+            table.stop(slot, Exit::Error, clock::now(), &crate::params::now());
         }
     }
 }
@@ -215,7 +238,6 @@ fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
         lane,
         helpers,
         running: 1,
-        rr: RoundRobin::new(),
         policy: LanePolicy::new(),
         pass: None,
         pending: None,

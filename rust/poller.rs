@@ -10,9 +10,10 @@ use crate::counters::VqCounters;
 use crate::entry::Entry;
 use crate::policy::Kicks;
 use crate::shared::Shared;
+use crate::table::Spare;
 use crate::vq::VqState;
 use core::sync::atomic::{
-    AtomicBool,
+    AtomicBool, AtomicU32, AtomicUsize,
     Ordering::{Relaxed, Release},
 };
 use kernel::{
@@ -26,15 +27,16 @@ impl Poller for Shared {
     type Data = VqState;
 
     fn attach(this: ArcBorrow<'_, Self>, vq: Vq) -> Option<Arc<VqState>> {
-        let mut table = this.table.lock();
         // vhost is attaching `vq`: it is alive.
         let (device, index) = vq.access().map(|vq| (vq.device(), vq.index()))?;
-        let dev = table.dev_number(device);
+        // Allocated before the table's lock, which the lanes take at every
+        // step: an allocation may wait for reclaim.
         let state = Arc::new(
             VqState {
                 handle: vq,
-                dev,
+                dev: AtomicU32::new(0),
                 index,
+                slot: AtomicUsize::new(usize::MAX),
                 kicks: Kicks::new(),
                 poll_mode: AtomicBool::new(false),
                 want_poll: AtomicBool::new(false),
@@ -45,15 +47,33 @@ impl Poller for Shared {
             GFP_KERNEL,
         )
         .ok()?;
-        if table.insert(Entry::new(state.clone())).is_err() {
-            pr_warn!(
-                "out of memory: vq {} of device {} will not be polled\n",
-                index,
-                dev
-            );
-            return None;
+        let mut entry = Entry::new(state.clone());
+        loop {
+            let mut table = this.table.lock();
+            let room = match table.room() {
+                Ok(()) => {
+                    state.dev.store(table.dev_number(device), Relaxed);
+                    match table.insert(entry) {
+                        Ok(()) => return Some(state),
+                        Err(back) => {
+                            entry = back;
+                            table.room().err().unwrap_or(8)
+                        }
+                    }
+                }
+                Err(room) => room,
+            };
+            drop(table);
+            // More slots, allocated without the lock; whoever gets the lock
+            // first with a bigger table keeps it.
+            match Spare::new(room) {
+                Ok(spare) => this.table.lock().grow(spare),
+                Err(_) => {
+                    pr_warn!("out of memory: vq {} will not be polled\n", index);
+                    return None;
+                }
+            }
         }
-        Some(state)
     }
 
     fn kick(_this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>) {

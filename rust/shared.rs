@@ -4,7 +4,8 @@
 //! share: the table behind one lock, and the first lane.
 //!
 //! Locking: `table` is held by a lane for each step (serving requests,
-//! one visit of one vq) and released between steps. A visit only tries
+//! one visit of one vq) and released between steps; a step costs the vqs
+//! the lane polls, not the table (`table.rs`). A visit only tries
 //! the vq's mutex and reads the ring with page faults off; an address
 //! space is entered and left with the lock released (`mm_cursor.rs`).
 //! So vhost's detach, which takes the vq out of the table (under the
@@ -82,20 +83,30 @@ impl Shared {
         }
     }
 
-    /// Settles the books of the vqs vhost took back and serves the start
-    /// requests, each as the policy decides (`VqPolicy::start_request`)
-    /// among the lanes `p` wants. The first lane calls it, with the table
-    /// locked.
+    /// Serves the start requests, each as the policy decides
+    /// (`VqPolicy::start_request`) among the lanes `p` wants, and settles
+    /// the books of the vqs vhost took back, if a kick or vhost woke the
+    /// first lane since it last served: only then does it walk the table.
+    /// The first lane calls it, with the table locked.
     pub(crate) fn serve(&self, table: &mut Table, p: &Params) {
+        if !self.first.waker.take() {
+            return;
+        }
         let now = crate::clock::now();
-        self.first.waker.take();
-        let (entries, lanes) = table.entries_and_lanes();
-        let lanes = lanes.get(..p.lanes()).unwrap_or(lanes);
-        for e in entries {
+        let lanes = table.lanes().clone();
+        let lanes = lanes.get(..p.lanes()).unwrap_or(&lanes);
+        for slot in 0..table.slots() {
+            let Some(e) = table.get(slot) else {
+                continue;
+            };
             if let Some(why) = e.taken_back() {
-                // vhost took it back (quiesce, watchdog): settle the books.
-                e.stop(why, now, p);
+                // vhost took it back (quiesce, watchdog): settle the books,
+                // before the request that may have come since.
+                table.stop(slot, why, now, p);
             }
+            let Some(e) = table.get(slot) else {
+                continue;
+            };
             if e.is_polled() || !e.vq().want_poll.swap(false, Relaxed) {
                 continue;
             }
@@ -106,8 +117,8 @@ impl Shared {
                 Start::Ignore => {}
                 Start::On(n) => {
                     // `place` picked a running lane (absent ones have no room).
-                    if let Some(lane) = lanes.get(n).and_then(Option::as_ref) {
-                        if e.start(lane, now, p) && lane.index != 0 {
+                    if table.start(slot, n, now, p) && n != 0 {
+                        if let Some(lane) = lanes.get(n).and_then(Option::as_ref) {
                             lane.waker.wake();
                         }
                     }
@@ -124,11 +135,7 @@ impl Shared {
     pub(crate) fn hand_back(&self, lane: &Lane, why: Exit) {
         let mut table = self.table.lock();
         let (now, p) = (crate::clock::now(), crate::params::now());
-        for e in table.iter_mut() {
-            if e.polled_by(lane) {
-                e.stop(why, now, &p);
-            }
-        }
+        table.stop_lane(lane.index, why, now, &p);
     }
 
     /// Takes the entry of `vq` out of the table (vhost detaches it): out
@@ -138,11 +145,14 @@ impl Shared {
         let Some(slot) = table.find(vq) else {
             return;
         };
-        if let Some(e) = table.get_mut(slot) {
-            // vhost takes the vq out of poll mode itself; this keeps the
-            // counters right.
-            e.stop(Exit::Detach, crate::clock::now(), &crate::params::now());
-        }
+        // vhost takes the vq out of poll mode itself; this keeps the
+        // counters right.
+        table.stop(
+            slot,
+            Exit::Detach,
+            crate::clock::now(),
+            &crate::params::now(),
+        );
         table.remove(slot);
     }
 }

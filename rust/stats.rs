@@ -32,7 +32,7 @@ impl ShowFile for Vqs {
                 m,
                 "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
                 pid,
-                vq.dev,
+                vq.dev.load(Relaxed),
                 vq.index,
                 if polled { "poll" } else { "notify" },
                 c.kicks.load(Relaxed),

@@ -18,20 +18,25 @@ pub(crate) enum Visit {
 }
 
 /// Visits polled `e` in `scope`'s address space: queues its handler if
-/// its ring has buffers (`VqGuard::poll`), and returns it to notification
-/// mode when the policy says so.
-#[must_use = "the pause after a pass depends on what its visits saw"]
+/// its ring has buffers (`VqGuard::poll`). When the policy says it goes
+/// back to notification mode, the caller stops it (`Visited::exit`:
+/// `Table::stop`, which also takes it out of its lane's ring).
+#[must_use = "the exit, and the pause after a pass, depend on what the visit saw"]
 pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     let p = crate::params::now();
-    // Switched off, or taken back by vhost (quiesce).
+    let exit = |why| {
+        Visit::Made(Visited {
+            exit: Some(why),
+            ..Visited::NOTHING
+        })
+    };
+    // Switched off, or taken back by vhost (quiesce, watchdog).
     if let Some(why) = e.before_visit(&p) {
-        e.stop(why, crate::clock::now(), &p);
-        return Visit::Made(Visited::NOTHING);
+        return exit(why);
     }
     let Some(owner_mm) = e.vq().handle.access().and_then(|vq| vq.mm()) else {
         // No owner (or it is exiting), so no ring: nothing to poll.
-        e.stop(Exit::Error, crate::clock::now(), &p);
-        return Visit::Made(Visited::NOTHING);
+        return exit(Exit::Error);
     };
     let scope = match scope {
         Some(scope) if core::ptr::eq(scope.mm(), &*owner_mm) => scope,
@@ -68,8 +73,5 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
         Tally::Empty => c.empty_polls.fetch_add(1, Relaxed),
         Tally::Nothing => 0,
     };
-    if let Some(why) = v.exit {
-        e.stop(why, now, &p);
-    }
     Visit::Made(v)
 }

@@ -6,7 +6,7 @@
 use crate::counters::VqCounters;
 use crate::policy::Kicks;
 use crate::waker::Waker;
-use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 use kernel::{sync::Arc, vhost_poller::Vq};
 
 /// The module's view of one virtqueue: what the kick hook and vhost's
@@ -14,10 +14,14 @@ use kernel::{sync::Arc, vhost_poller::Vq};
 pub(crate) struct VqState {
     /// vhost's virtqueue: a handle, revoked when vhost detaches it.
     pub(crate) handle: Vq,
-    /// The device's number in the counters, the same for all its vqs.
-    pub(crate) dev: u32,
+    /// The device's number in the counters, the same for all its vqs: set
+    /// under the table's lock at attach, for display only.
+    pub(crate) dev: AtomicU32,
     /// Index of the vq in its device.
     pub(crate) index: u32,
+    /// Its entry's slot in the table (`Table::insert`), read under the
+    /// table's lock.
+    pub(crate) slot: AtomicUsize,
     /// Its kicks' rate, and the gate a refused start closes.
     pub(crate) kicks: Kicks,
     /// In poll mode, as kicks see it: set by a lane when it starts the vq,

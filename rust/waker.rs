@@ -46,8 +46,10 @@ impl Waker {
     }
 
     /// Takes the flag, before serving: the requests of every waker whose
-    /// flag this takes are visible after it.
-    pub(crate) fn take(&self) {
+    /// flag this takes are visible after it. Returns whether it was set:
+    /// if not, no request came since the last take (a waker that made one
+    /// sets the flag after it).
+    pub(crate) fn take(&self) -> bool {
         // Acquire, and a read-modify-write, pairing with the `Release` swap
         // in `wake`: see there. It must come before the reads of the
         // requests (`want_poll`), which `Acquire` guarantees. A relaxed
@@ -56,7 +58,7 @@ impl Waker {
         // `pending` before the store, which then cleared it, and the lane
         // would sleep with the request pending, while later kicks, seeing
         // `want_poll` set, would not wake it.
-        self.pending.swap(false, Acquire);
+        self.pending.swap(false, Acquire)
     }
 
     /// Whether a wake is pending: the lane's condition to stay awake.

@@ -1,42 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The polling threads (lanes): how many, which one a virtqueue goes
-//! to, and the order of visits within a pass.
-
-/// Visits `len` items once per pass, each pass starting one further than
-/// the last, so that no item is always served first.
-#[derive(Debug, Default)]
-pub struct RoundRobin {
-    start: usize,
-    step: usize,
-}
-
-impl RoundRobin {
-    /// A round robin at its first pass.
-    pub const fn new() -> Self {
-        Self { start: 0, step: 0 }
-    }
-
-    /// The index to visit next among `len` items, or `None` at the end of
-    /// a pass (the next call begins the next pass). `len` may change
-    /// between passes; within a pass the caller keeps it fixed.
-    pub fn next(&mut self, len: usize) -> Option<usize> {
-        if len == 0 || self.step >= len {
-            self.step = 0;
-            // `start < len` after the first pass, so `start + 1 <= len`.
-            self.start = if len == 0 {
-                0
-            } else {
-                (self.start % len + 1) % len
-            };
-            return None;
-        }
-        let index = (self.start % len + self.step) % len;
-        // `step < len` (checked above): the sum cannot overflow.
-        self.step += 1;
-        Some(index)
-    }
-}
+//! The polling threads (lanes): how many, and which one a virtqueue goes
+//! to. (The order of visits within a pass is the table's: each lane's
+//! ring turns by one a pass, `table.rs`.)
 
 /// The most polling threads there may be (`poll_threads` above this
 /// counts as this).
@@ -106,40 +72,5 @@ mod tests {
         assert_eq!(place([load(0, true), load(3, false)]), Some(1));
         assert_eq!(place([load(0, true), load(0, true)]), None);
         assert_eq!(place([]), None);
-    }
-
-    #[test]
-    fn round_robin_visits_each_once_per_pass() {
-        let mut rr = RoundRobin::new();
-        for _ in 0..5 {
-            let mut seen: Vec<usize> = std::iter::from_fn(|| rr.next(4)).collect();
-            seen.sort();
-            assert_eq!(seen, [0, 1, 2, 3]);
-        }
-    }
-
-    #[test]
-    fn round_robin_rotates_the_first() {
-        let mut rr = RoundRobin::new();
-        let firsts: Vec<usize> = (0..6)
-            .map(|_| {
-                let first = rr.next(3).unwrap();
-                while rr.next(3).is_some() {}
-                first
-            })
-            .collect();
-        assert_eq!(firsts, [0, 1, 2, 0, 1, 2]);
-    }
-
-    #[test]
-    fn round_robin_handles_changing_and_empty_lists() {
-        let mut rr = RoundRobin::new();
-        assert_eq!(rr.next(0), None);
-        assert_eq!(rr.next(0), None);
-        let pass: Vec<usize> = std::iter::from_fn(|| rr.next(1)).collect();
-        assert_eq!(pass, [0]);
-        let mut pass: Vec<usize> = std::iter::from_fn(|| rr.next(5)).collect();
-        pass.sort();
-        assert_eq!(pass, [0, 1, 2, 3, 4]);
     }
 }
