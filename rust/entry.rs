@@ -41,6 +41,11 @@ impl Entry {
         &self.vq
     }
 
+    /// The virtqueue, to keep beyond the table's lock (the counters).
+    pub(crate) fn vq_arc(&self) -> Arc<VqState> {
+        self.vq.clone()
+    }
+
     /// Whether it is in poll mode, as the lanes see it.
     pub(crate) fn is_polled(&self) -> bool {
         self.policy.is_polled()

@@ -20,13 +20,25 @@ use crate::table::Table;
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
-    alloc::flags::GFP_KERNEL,
+    alloc::{
+        flags::{GFP_KERNEL, GFP_NOWAIT},
+        KVec,
+    },
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
     task::Task,
     types::ARef,
 };
+
+/// One virtqueue's row of the counters, as the table had it.
+struct VqRow {
+    vq: Arc<VqState>,
+    polled: bool,
+    window: u32,
+    cool: u32,
+    lane: usize,
+}
 
 /// The shared state.
 ///
@@ -56,23 +68,45 @@ impl Shared {
         )
     }
 
-    /// Calls `f` for each virtqueue, in table order, under the lock, with
-    /// whether it is polled (not if vhost took it back meanwhile), its
-    /// idle window, its cool-down after a hand-back for want of gain, and
-    /// the lane that polls it or did last.
-    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) {
-        let table = self.table.lock();
-        let p = crate::params::now();
-        for e in table.iter() {
-            let (window, cool) = e.window_and_cool(&p);
-            f(
-                e.vq(),
-                e.is_polled() && e.vq().poll_mode.load(Relaxed),
-                window,
-                cool,
-                e.last_lane(),
-            );
+    /// Calls `f` for each virtqueue, in table order, with whether it is
+    /// polled (not if vhost took it back meanwhile), its idle window, its
+    /// cool-down after a hand-back for want of gain, and the lane that
+    /// polls it or did last: from a snapshot taken under the lock, which
+    /// `f` runs without (a reader of the counters holds up no lane for
+    /// more than the copy). `ENOMEM` if there is no room for one.
+    pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) -> Result {
+        let rows = loop {
+            let len = self.table.lock().slots();
+            let mut rows = KVec::with_capacity(len, GFP_KERNEL)?;
+            let table = self.table.lock();
+            if table.slots() > len {
+                // Grown meanwhile: a bigger snapshot.
+                continue;
+            }
+            let p = crate::params::now();
+            for e in table.iter() {
+                let (window, cool) = e.window_and_cool(&p);
+                let row = VqRow {
+                    vq: e.vq_arc(),
+                    polled: e.is_polled() && e.vq().poll_mode.load(Relaxed),
+                    window,
+                    cool,
+                    lane: e.last_lane(),
+                };
+                // Within capacity (at most `len` entries): no allocation.
+                rows.push(row, GFP_NOWAIT)?;
+            }
+            break rows;
+        };
+        for (i, r) in rows.iter().enumerate() {
+            f(&r.vq, r.polled, r.window, r.cool, r.lane);
+            // Formatting a thousand rows takes milliseconds: on a kernel
+            // without preemption, the lane on this CPU would wait for all.
+            if i % 32 == 31 {
+                kernel::kthread::cond_resched();
+            }
         }
+        Ok(())
     }
 
     /// Calls `f` for each running lane, in order, under the lock.

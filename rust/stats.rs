@@ -49,8 +49,7 @@ impl ShowFile for Vqs {
                 thread,
                 c.stalls.load(Relaxed),
             );
-        });
-        Ok(())
+        })
     }
 }
 
