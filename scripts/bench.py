@@ -644,6 +644,8 @@ def rep_figures(drivers):
         "driver_cpu_pct": cpu("driver_cpu_pct", sum),
         "jain": jain([d["buffers_per_s"] for d in drivers]) if len(drivers) > 1 else None,
         "all_used_once": all(d["all_used_once"] for d in drivers),
+        # Hand-backs by vhost's watchdog (the polling thread off its CPU).
+        "stalls": sum(d.get("stalls", 0) for d in drivers),
         "seconds": secs,
     }
 
@@ -655,7 +657,7 @@ def median(vals):
 
 FIELDS = ("buffers_per_s", "kicks_per_1000", "lat_p50_us", "lat_p99_us",
           "poller_cpu_pct", "workers_cpu_pct", "driver_cpu_pct", "jain",
-          "vq_kicks_per_1000", "entries_per_s_vq")
+          "vq_kicks_per_1000", "entries_per_s_vq", "stalls")
 
 
 def summarise(raw, env, accel):

@@ -313,6 +313,7 @@ int main(int argc, char **argv)
 	__u64 used0, kicks0, posted0, n, p50 = 0, p99 = 0, seen = 0;
 	unsigned long long start;
 	struct cpu_snap c0, c1;
+	struct vp_vq_row sum;
 	int worker, idle_polled = -1;
 	double sleep_ms = -1, idle_cpu = -1, secs;
 	bool sync = false, first = true;
@@ -468,6 +469,7 @@ int main(int argc, char **argv)
 	       cpu_pct(c0.poller, c1.poller, c1.t - c0.t));
 	printf(", \"idle_polled_at_start\": %d, \"idle_sleep_ms\": %.3f, \"idle_cpu_pct\": %.6f",
 	       idle_polled, sleep_ms, idle_cpu);
+	printf(", \"stalls\": %llu", vp_vq_sum(getpid(), -1, &sum, NULL) > 0 ? sum.stalls : 0ULL);
 	printf(", \"all_used_once\": %s}\n", !ret && vring_all_used_once(&d) ? "true" : "false");
 	fflush(stdout);
 	ret = ret || !vring_all_used_once(&d);

@@ -28,6 +28,7 @@
 #include <linux/if_tun.h>
 #include <linux/vhost.h>
 #include <linux/virtio_config.h>
+#include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
 /* From drivers/vhost/test.h. */
@@ -39,13 +40,37 @@
 #define VR_NET_FRAME	60
 #define VR_ALIGN	4096
 
-enum vring_dev { VRING_TEST, VRING_NET };
+/*
+ * The device and queue driven: vhost-test's, vhost-net's transmit queue,
+ * or vhost-net's receive queue (the guest posts empty buffers; frames the
+ * host sends out of the tap fill them), with or without mergeable
+ * receive buffers (VIRTIO_NET_F_MRG_RXBUF: a 12-byte header).
+ */
+enum vring_dev { VRING_TEST, VRING_NET, VRING_NET_RX, VRING_NET_RX_MRG };
+
+/* Whether @dev is one of vhost-net's queues. */
+static inline bool vring_is_net(enum vring_dev dev)
+{
+	return dev != VRING_TEST;
+}
+
+/* Whether @dev is a receive queue: its buffers are written by the device. */
+static inline bool vring_is_rx(enum vring_dev dev)
+{
+	return dev == VRING_NET_RX || dev == VRING_NET_RX_MRG;
+}
 
 struct vring_drv {
 	int fd, kick, call, tap;
 	enum vring_dev dev;
-	/* The queue driven: 0 for vhost-test, the transmit queue (1) for net. */
+	/* The queue driven: 0 for vhost-test and net's receive queue, the
+	 * transmit queue (1) for net.
+	 */
 	unsigned int index;
+	/* The tap's name, for a vhost-net device. */
+	char ifname[IFNAMSIZ];
+	/* Called for each used buffer (receive: the frame it holds). */
+	void (*on_used)(struct vring_drv *d, const char *buf, __u32 len);
 	unsigned int num;
 	bool event_idx;
 	struct vring vr;
@@ -124,21 +149,25 @@ static inline int vring_run(struct vring_drv *d, int on)
 {
 	struct vhost_vring_file b = { .index = d->index, .fd = on ? d->tap : -1 };
 
-	if (d->dev == VRING_NET)
+	if (vring_is_net(d->dev))
 		return ioctl(d->fd, VHOST_NET_SET_BACKEND, &b) ? -errno : 0;
 	return ioctl(d->fd, VHOST_TEST_RUN, &on) ? -errno : 0;
 }
 
-/* A tap device, up, with virtio-net headers; its fd or -errno. */
-static inline int vring_tap(void)
+/*
+ * A tap device, up, with virtio-net headers of @hdr_len bytes; its fd or
+ * -errno, its name in @name (IFNAMSIZ bytes).
+ */
+static inline int vring_tap(int hdr_len, char *name)
 {
 	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
 	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC), s;
 
 	if (fd < 0)
 		return -errno;
-	if (ioctl(fd, TUNSETIFF, &ifr))
+	if (ioctl(fd, TUNSETIFF, &ifr) || ioctl(fd, TUNSETVNETHDRSZ, &hdr_len))
 		goto err;
+	memcpy(name, ifr.ifr_name, IFNAMSIZ);
 	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		goto err;
@@ -183,8 +212,9 @@ static inline int vring_start(struct vring_drv *d)
 static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 				 unsigned int num, bool event_idx, __u64 max_bufs)
 {
-	/* vhost-net: legacy header (10 bytes), the tap's default. */
+	/* vhost-net: legacy header (10 bytes), or 12 with mergeable buffers. */
 	__u64 features = (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
+		(dev == VRING_NET_RX_MRG ? 1ULL << VIRTIO_NET_F_MRG_RXBUF : 0) |
 		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
 	size_t ring_len = vring_ring_len(num);
 	unsigned int i;
@@ -213,12 +243,12 @@ static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 		d->free[i] = num - 1 - i;
 	d->nfree = num;
 
-	d->fd = open(dev == VRING_NET ? "/dev/vhost-net" : "/dev/vhost-test",
+	d->fd = open(vring_is_net(dev) ? "/dev/vhost-net" : "/dev/vhost-test",
 		     O_RDWR | O_CLOEXEC);
 	if (d->fd < 0)
 		return -errno;
-	if (dev == VRING_NET) {
-		d->tap = vring_tap();
+	if (vring_is_net(dev)) {
+		d->tap = vring_tap(dev == VRING_NET_RX_MRG ? 12 : 10, d->ifname);
 		if (d->tap < 0)
 			return d->tap;
 	}
@@ -280,7 +310,16 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 
 		d->seq_of[head] = seq;
 		d->vr.desc[head].addr = (uintptr_t)buf;
-		if (d->dev == VRING_NET) {
+		if (vring_is_rx(d->dev)) {
+			/* Empty, for the device to write a frame into. */
+			memset(buf, 0, VR_BUF_SIZE);
+			d->vr.desc[head].len = VR_BUF_SIZE;
+			d->vr.desc[head].flags = VRING_DESC_F_WRITE;
+			d->vr.desc[head].next = 0;
+			d->vr.avail->ring[d->avail_idx % d->num] = head;
+			d->avail_idx++;
+			continue;
+		} else if (d->dev == VRING_NET) {
 			/* No offloads; a broadcast frame of an unused type. */
 			memset(buf, 0, VR_NET_HDR);
 			memset(buf + VR_NET_HDR, 0xff, 6);
@@ -355,17 +394,20 @@ static inline unsigned int vring_reap(struct vring_drv *d)
 
 	for (;;) {
 		__u16 idx = __atomic_load_n(&d->vr.used->idx, __ATOMIC_ACQUIRE);
-		__u32 id;
+		__u32 id, len;
 		__u64 seq;
 
 		if (idx == d->last_used)
 			break;
 		id = d->vr.used->ring[d->last_used % d->num].id;
+		len = d->vr.used->ring[d->last_used % d->num].len;
 		d->last_used++;
 		if (id >= d->num || !d->seq_of[id]) {
 			d->bad_id++;
 			continue;
 		}
+		if (d->on_used)
+			d->on_used(d, d->bufs + (size_t)id * VR_BUF_SIZE, len);
 		seq = d->seq_of[id];
 		if (d->used_map[seq / 8] & (1 << (seq % 8)))
 			d->dup++;
