@@ -2231,8 +2231,9 @@ TEST_F(neighbour, starved_thread_hands_back_within_bound)
 	EXPECT_LE(spin_ms, spun);
 	EXPECT_EQ(0, vp_vq_sum(getpid(), d.index, &sum, NULL) < 0);
 	bound = vp_jiffies_ms(WATCHDOG_JIFFIES + 1);
-	TH_LOG("polling thread off its CPU for %llu ms: the longest buffer took %llu ms (bound %llu ms), %llu exits, %llu by the watchdog",
-	       spun, worst, bound, sum.exits, sum.stalls);
+	TH_LOG("polling thread off its CPU for %llu ms: the longest buffer took %llu ms",
+	       spun, worst);
+	TH_LOG("(bound %llu ms), %llu exits, %llu by the watchdog", bound, sum.exits, sum.stalls);
 	EXPECT_GE(bound, worst);
 	EXPECT_LE(1, sum.stalls);
 	EXPECT_TRUE(vring_all_used_once(&d));
@@ -2316,8 +2317,9 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 	ASSERT_EQ(spinner, waitpid(spinner, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	EXPECT_LE(spin_ms, spun);
-	TH_LOG("a %d MiB tenant killed while the thread was off its CPU for %llu ms: the thread was free %llu ms after (bound %llu ms)",
-	       TENANT_MB, spun, free_ms, bound_ms);
+	TH_LOG("a %d MiB tenant killed while the thread was off its CPU for %llu ms:",
+	       TENANT_MB, spun);
+	TH_LOG("the thread was free %llu ms after (bound %llu ms)", free_ms, bound_ms);
 	EXPECT_GE(bound_ms, free_ms);
 	close(go[0]);
 	close(go[1]);
@@ -2503,9 +2505,10 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &c, NULL));
 	TH_LOG("no frame for 1 s: the handler queued by the poller %llu times, %llu empty polls",
 	       b.queued - a.queued, b.empty_polls - a.empty_polls);
-	TH_LOG("%u frames in 1 s: %llu arrived, %llu wrong, %llu of the host's own; queued by the poller %llu times, %llu visits after work, %llu entries",
-	       frames, rx_seen.frames, rx_seen.bad, rx_seen.other, c.queued - b.queued,
-	       c.poll_work - b.poll_work, c.enters - b.enters);
+	TH_LOG("%u frames in 1 s: %llu arrived, %llu wrong, %llu of the host's own;",
+	       frames, rx_seen.frames, rx_seen.bad, rx_seen.other);
+	TH_LOG("queued by the poller %llu times, %llu visits after work, %llu entries",
+	       c.queued - b.queued, c.poll_work - b.poll_work, c.enters - b.enters);
 	EXPECT_EQ(frames, rx_seen.frames);
 	EXPECT_EQ(0, rx_seen.bad);
 	/* Each buffer used once at most; those still posted wait for frames. */
@@ -2518,7 +2521,6 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 	EXPECT_LT(0, c.poll_work - b.poll_work);
 	EXPECT_GE(5, c.enters - b.enters);
 }
-
 
 static int cmp_ull(const void *a, const void *b)
 {
