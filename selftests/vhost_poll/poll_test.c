@@ -386,7 +386,7 @@ TEST_F(poll, idle_window_grows_and_shrinks)
 TEST_F(poll, little_gain_goes_back_and_cools_down)
 {
 	struct vp_vq_row sum;
-	__u64 exits;
+	__u64 exits, stalls;
 	int polled;
 
 	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
@@ -404,13 +404,19 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	exits = sum.exits;
+	stalls = sum.stalls;
 	ASSERT_EQ(0, vring_stream(&self->d, 20000, 16, STALL_MS));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
-	EXPECT_EQ(exits, sum.exits);
-	EXPECT_EQ(1, polled);
+	/*
+	 * No exit but the watchdog's, which a polling thread kept off its CPU
+	 * (a vCPU the host did not run: a loaded CI machine) may cause; the
+	 * vq may then be cooling down.
+	 */
+	EXPECT_EQ(exits, sum.exits - (sum.stalls - stalls));
+	EXPECT_TRUE(polled == 1 || sum.stalls > stalls);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
-	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused",
-	       sum.cool, sum.queued, sum.held, sum.refused);
+	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused, %llu stalls",
+	       sum.cool, sum.queued, sum.held, sum.refused, sum.stalls - stalls);
 }
 
 /* d. poll_start_rate=0 mid-stream returns the vq to notifications at once;
@@ -1977,6 +1983,51 @@ TEST_F(teardown_vhost_net, iotlb_miss_is_asked_once)
 	ASSERT_EQ(0, iotlb_msg(&d, VHOST_IOTLB_UPDATE));
 	vring_post_kicked(&d, 4 * RATE_LOW);
 	ASSERT_EQ(0, vring_drain(&d, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
+/*
+ * An IOTLB update that leaves the ring's translation as it was (a vIOMMU
+ * guest maps and unmaps its buffers all the time) does not hand the ring
+ * back. vhost drops every virtqueue's cached translations at every update,
+ * and the poller reads the ring only through that cache; before, its next
+ * look failed and the ring went back to notification mode at every map
+ * change. Now it queues one handler run, which caches the translation
+ * again, and the ring stays polled.
+ */
+TEST_F(teardown_vhost_net, iotlb_update_keeps_the_ring_polled)
+{
+	unsigned long long exits;
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	int polled, ret, i;
+	__u64 iova = 0;
+
+	ret = vring_open_iotlb(&d, RING, 1 << 16);
+	if (ret == -EOPNOTSUPP) {
+		vring_close(&d);
+		SKIP(return, "vhost-net refuses VIRTIO_F_ACCESS_PLATFORM or IOTLB_MSG_V2");
+	}
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	ASSERT_EQ(1, polled);
+	exits = sum.exits - sum.stalls;
+	/* Ten updates of the same mapping, a jiffy or so apart. */
+	for (i = 0; i < 10; i++) {
+		ASSERT_EQ(0, iotlb_msg(&d, VHOST_IOTLB_UPDATE));
+		vp_sleep_ms(vp_jiffies_ms(2));
+	}
+	EXPECT_EQ(0, iotlb_misses(&d, 0, &iova));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	TH_LOG("10 IOTLB updates of the ring's own mapping: %s, %llu exits, %llu stalls",
+	       polled ? "still polled" : "handed back", sum.exits - sum.stalls - exits,
+	       sum.stalls);
+	/* No exit but the watchdog's (a loaded host), after which it cools. */
+	EXPECT_TRUE(polled == 1 || sum.stalls);
+	EXPECT_EQ(exits, sum.exits - sum.stalls);
+	ASSERT_EQ(0, vring_stream(&d, 1000, 1, STALL_MS));
 	EXPECT_TRUE(vring_all_used_once(&d));
 	vring_close(&d);
 }
