@@ -415,8 +415,9 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	EXPECT_EQ(exits, sum.exits - (sum.stalls - stalls));
 	EXPECT_TRUE(polled == 1 || sum.stalls > stalls);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
-	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused, %llu stalls",
-	       sum.cool, sum.queued, sum.held, sum.refused, sum.stalls - stalls);
+	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused,",
+	       sum.cool, sum.queued, sum.held, sum.refused);
+	TH_LOG("%llu stalls", sum.stalls - stalls);
 }
 
 /* d. poll_start_rate=0 mid-stream returns the vq to notifications at once;
@@ -2293,6 +2294,58 @@ TEST_F(neighbour, starved_thread_hands_back_within_bound)
 	close(out[1]);
 	vring_close(&d);
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/*
+ * poll_start_rate=0 takes effect within the watchdog's bound whether or
+ * not the polling thread runs: written as a SCHED_FIFO task takes the
+ * thread's CPU, the vq is back in notification mode within the bound
+ * and a jiffy, and stays there once the thread runs again.
+ */
+TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
+{
+	const unsigned int spin_ms = 300;
+	/* The bound and a jiffy, and 5 ms for the sampling of the counters. */
+	unsigned long long t0, ms, spun, bound = vp_jiffies_ms(WATCHDOG_JIFFIES + 1) + 5;
+	int go[2], out[2], status, polled;
+	struct vp_vq_row sum;
+	struct vp_worker w;
+	struct vring_drv d;
+	pid_t spinner;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "needs 2 CPUs: the spinner on one, the owner on the other");
+	ASSERT_EQ(0, vp_worker(&w));
+	ASSERT_EQ(0, pin_to(w.pid, 0));
+	ASSERT_EQ(0, pin_to(0, 1));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(out));
+	spinner = fifo_spinner(0, spin_ms, go[0], out[1]);
+	ASSERT_LT(0, spinner);
+	t0 = vp_now_ms();
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	ASSERT_EQ(0, vp_param_set("poll_start_rate", 0));
+	ASSERT_TRUE(vp_wait_polled(getpid(), 0, STALL_MS));
+	ms = vp_now_ms() - t0;
+	ASSERT_EQ(sizeof(spun), read(out[0], &spun, sizeof(spun)));
+	ASSERT_EQ(spinner, waitpid(spinner, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* The thread runs again, and polls nothing: the rate is 0. */
+	ASSERT_EQ(0, vring_stream(&d, 1000, 1, STALL_MS));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	TH_LOG("poll_start_rate=0, the thread off its CPU for %llu ms:", spun);
+	TH_LOG("notification mode after %llu ms (bound %llu ms)", ms, bound);
+	EXPECT_LE(spin_ms, spun);
+	EXPECT_GE(bound, ms);
+	EXPECT_EQ(0, polled);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	close(go[0]);
+	close(go[1]);
+	close(out[0]);
+	close(out[1]);
+	vring_close(&d);
 }
 
 #define TENANT_MB	256
