@@ -2596,7 +2596,11 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 		unsigned long long t0 = rr_now_us();
 
 		ASSERT_EQ(0, rx_send(self->s, &self->to, i));
+		/* Asleep between frames: on one CPU a spin would hold the
+		 * device's worker, and simulated time moves only when idle.
+		 */
 		do {
+			vp_sleep_us(gap_us / 5);
 			if (vring_reap(&self->d))
 				vring_post(&self->d, self->d.num);
 		} while (rr_now_us() - t0 < gap_us);
@@ -2669,9 +2673,12 @@ static int rr_run(struct vring_drv *d, unsigned long long *p50, unsigned long lo
 		}
 		us[i] = rr_now_us() - t0;
 		/* Think time: the handler ends, and the next request is the
-		 * poller's to notice.
+		 * poller's to notice. On one CPU, asleep: a spin would hold
+		 * it, and under simulated time its clock would not move.
 		 */
-		for (t = rr_now_us(); rr_now_us() - t < RR_THINK_US;)
+		if (!spin)
+			vp_sleep_us(RR_THINK_US);
+		for (t = rr_now_us(); spin && rr_now_us() - t < RR_THINK_US;)
 			;
 	}
 	t = rr_now_us() - start_us;
