@@ -33,40 +33,15 @@ pub(crate) fn pause() {
     }
 }
 
-/// Passes in a row that went on at once after which, on UML, the lane
-/// sleeps a microsecond ([`go_on`]).
-const UML_PASSES_UNSLEPT_MAX: u32 = 64;
-
-/// Goes on after a pass, at once: on hardware, nothing to do. On UML, a
-/// 1 µs sleep every [`UML_PASSES_UNSLEPT_MAX`] passes counted in
-/// `unslept`: under simulated time a lane whose passes always find work
-/// (a neighbour streaming flat out) never sleeps, so the clock stops, and
-/// with it every task asleep on it (a test's millisecond waits), until
-/// the stream ends, which may wait on them (storm tests hung so in
-/// `uml-tt`).
-pub(crate) fn go_on(unslept: &mut u32) {
-    if cfg!(CONFIG_UML) {
-        *unslept += 1;
-        if *unslept >= UML_PASSES_UNSLEPT_MAX {
-            *unslept = 0;
-            delay::usleep_idle(1);
-        }
-    }
-}
-
 /// Lets the tasks waiting for the CPU run first (`Pause::Yield`) after a
 /// pass that `found` work or not: a yield, so that the lane polls again
 /// as soon as the CPU is free. On UML, whose one CPU always has others
 /// waiting, the rule before the yield: a pause (a sleep) after a pass
 /// that found nothing, for under simulated time a task that never sleeps
-/// stops the clock, and `jiffies` with it; after one that found work, as
-/// [`go_on`].
-pub(crate) fn give_way(found: bool, unslept: &mut u32) {
+/// stops the clock, and `jiffies` with it.
+pub(crate) fn give_way(found: bool) {
     if cfg!(CONFIG_UML) {
-        if found {
-            go_on(unslept);
-        } else {
-            *unslept = 0;
+        if !found {
             pause();
         }
     } else {

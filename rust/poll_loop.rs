@@ -67,8 +67,6 @@ struct LaneLoop<'a> {
     /// The last step found nothing to poll and left the address space:
     /// the next one sleeps.
     sleep_next: bool,
-    /// Passes since the lane last slept (`clock::go_on`).
-    unslept: u32,
 }
 
 impl LaneLoop<'_> {
@@ -124,14 +122,11 @@ impl LaneLoop<'_> {
             self.shared.hand_back(self.lane, why);
         }
         match after.pause {
-            Pause::None => clock::go_on(&mut self.unslept),
-            Pause::Busy => {
-                self.unslept = 0;
-                clock::pause();
-            }
+            Pause::None => {}
+            Pause::Busy => clock::pause(),
             Pause::Yield => {
                 let t0 = Ktime::ktime_get();
-                clock::give_way(pass.found, &mut self.unslept);
+                clock::give_way(pass.found);
                 let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
                 c.asides.fetch_add(1, Relaxed);
                 c.aside_us
@@ -247,7 +242,6 @@ fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
         pass: None,
         pending: None,
         sleep_next: false,
-        unslept: 0,
     };
     drive(c, &mut lane_loop);
     if let Some(helpers) = lane_loop.helpers.as_deref_mut() {
