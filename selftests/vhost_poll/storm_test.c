@@ -239,6 +239,25 @@ static int drain_timed(struct vring_drv *d, struct tally *t)
 	return ret;
 }
 
+/*
+ * After each chunk, a driver that streams until it is stopped or killed
+ * rests 100 us when it shares one CPU with everything else. Under
+ * simulated time (UML's time-travel=inf-cpu) the clock moves only while
+ * the CPU idles, and a driver that never sleeps keeps it from idling:
+ * sigkill_mid_stream's waits of a millisecond took seconds, and its
+ * second of waiting for an owner to be polled outlasted the run. On a
+ * real clock the rest is a tenth of a chunk's time or less.
+ */
+static void chunk_rest(void)
+{
+	static int cpus;
+
+	if (!cpus)
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus < 2)
+		vp_sleep_us(100);
+}
+
 /* A well-behaved device, streamed by a thread of its own until stopped. */
 struct streamer {
 	struct vring_drv d;
@@ -279,6 +298,7 @@ static void *streamer_run(void *arg)
 			ret = stream_timed(&s->d, CHUNK, s->batch, &s->tally);
 		__atomic_add_fetch(&s->rounds, 1, __ATOMIC_RELEASE);
 		eventfd_add1(s->progress);
+		chunk_rest();
 	}
 	if (!ret)
 		ret = check_segment(&s->d, &s->tally);
@@ -506,6 +526,7 @@ static int doomed_owner(void)
 			return 3;
 		if (vring_stream(&d, CHUNK, 1, STALL_MS))
 			return 2;
+		chunk_rest();
 	}
 }
 
