@@ -31,6 +31,10 @@ use kernel::{
     types::ARef,
 };
 
+/// Snapshots of the table [`Shared::for_each_vq`] takes before it gives up
+/// on one that keeps growing.
+const SNAPSHOT_TRIES: u32 = 4;
+
 /// One virtqueue's row of the counters, as the table had it.
 struct VqRow {
     vq: Arc<VqState>,
@@ -73,14 +77,24 @@ impl Shared {
     /// cool-down after a hand-back for want of gain, and the lane that
     /// polls it or did last: from a snapshot taken under the lock, which
     /// `f` runs without (a reader of the counters holds up no lane for
-    /// more than the copy). `ENOMEM` if there is no room for one.
+    /// more than the copy). `ENOMEM` if there is no room for one; `EAGAIN`
+    /// if the table outgrew [`SNAPSHOT_TRIES`] snapshots in a row.
     pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) -> Result {
+        let mut tries = 0;
         let rows = loop {
+            tries += 1;
             let len = self.table.lock().slots();
-            let mut rows = KVec::with_capacity(len, GFP_KERNEL)?;
+            // Room for some attaches between the two locks: each one
+            // that outgrows it costs another allocation.
+            let mut rows = KVec::with_capacity(len + len / 4 + 16, GFP_KERNEL)?;
             let table = self.table.lock();
-            if table.slots() > len {
-                // Grown meanwhile: a bigger snapshot.
+            if table.slots() > rows.capacity() {
+                // Grown meanwhile: a bigger snapshot, a few times at most,
+                // for devices opened without end would keep this reader
+                // allocating for ever.
+                if tries >= SNAPSHOT_TRIES {
+                    return Err(EAGAIN);
+                }
                 continue;
             }
             let p = crate::params::now();
@@ -93,7 +107,7 @@ impl Shared {
                     cool,
                     lane: e.last_lane(),
                 };
-                // Within capacity (at most `len` entries): no allocation.
+                // Within capacity (at most `slots()` entries): no allocation.
                 rows.push(row, GFP_NOWAIT)?;
             }
             break rows;
