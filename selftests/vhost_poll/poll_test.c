@@ -2192,28 +2192,104 @@ static int pin_to(int pid, int cpu)
 	return sched_setaffinity(pid, sizeof(set), &set) ? -errno : 0;
 }
 
-/*
- * A SCHED_FIFO task on CPU @cpu that spins for @ms once a byte comes on
- * @go, then writes how long it spun (ms) on @out; its pid, or -errno.
- */
-static pid_t fifo_spinner(int cpu, unsigned int ms, int go, int out)
+/* A SCHED_FIFO task that spins on one CPU, and the pipes that drive it. */
+struct spinner {
+	pid_t pid;
+	/* go[1]: a byte starts the spin; out[0]: how long it spun (ms). */
+	int go[2], out[2];
+};
+
+/* The spinner's side: spin for @ms once a byte comes on @go, then say how long. */
+static int spinner_run(int cpu, unsigned int ms, int go, int out)
 {
 	struct sched_param sp = { .sched_priority = 50 };
 	unsigned long long t0, spun;
-	pid_t pid = fork();
 	char c;
 
-	if (pid)
-		return pid < 0 ? -errno : pid;
 	if (pin_to(0, cpu) || sched_setscheduler(0, SCHED_FIFO, &sp))
-		_exit(2);
+		return 2;
 	if (read(go, &c, 1) != 1)
-		_exit(3);
+		return 3;
 	t0 = vp_now_ms();
 	while (vp_now_ms() - t0 < ms)
 		;
 	spun = vp_now_ms() - t0;
-	_exit(write(out, &spun, sizeof(spun)) == sizeof(spun) ? 0 : 4);
+	return write(out, &spun, sizeof(spun)) == sizeof(spun) ? 0 : 4;
+}
+
+/*
+ * Fork @s, a SCHED_FIFO task pinned to CPU @cpu that spins for @ms once
+ * spinner_go() is called; 0 or -errno.
+ */
+static int spinner_start(struct spinner *s, int cpu, unsigned int ms)
+{
+	int ret = 0;
+
+	s->pid = -1;
+	if (pipe(s->go))
+		return -errno;
+	if (pipe(s->out)) {
+		ret = -errno;
+		close(s->go[0]);
+		close(s->go[1]);
+		return ret;
+	}
+	s->pid = fork();
+	if (!s->pid) {
+		close(s->go[1]);
+		close(s->out[0]);
+		_exit(spinner_run(cpu, ms, s->go[0], s->out[1]));
+	}
+	if (s->pid < 0)
+		ret = -errno;
+	/* The parent keeps the ends it writes go on and reads out from. */
+	close(s->go[0]);
+	close(s->out[1]);
+	if (ret) {
+		close(s->go[1]);
+		close(s->out[0]);
+	}
+	return ret;
+}
+
+/* Start @s's spin; 0 or -EIO. */
+static int spinner_go(struct spinner *s)
+{
+	return write(s->go[1], "x", 1) == 1 ? 0 : -EIO;
+}
+
+/*
+ * Wait for @s to end and close its pipes: how long it spun, in ms, or 0
+ * if it did not spin (it could not take its CPU or its class, or was
+ * never started: the closed pipe ends it).
+ */
+static unsigned long long spinner_end(struct spinner *s)
+{
+	unsigned long long spun = 0;
+	int status;
+
+	close(s->go[1]);
+	if (read(s->out[0], &spun, sizeof(spun)) != sizeof(spun))
+		spun = 0;
+	close(s->out[0]);
+	if (waitpid(s->pid, &status, 0) != s->pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		spun = 0;
+	return spun;
+}
+
+/*
+ * The neighbour tests' placement: the polling thread on CPU 0, where the
+ * spinner goes; the caller, and so the vhost workers it forks, on CPU 1.
+ */
+static int thread_on_0_owners_on_1(void)
+{
+	struct vp_worker w;
+	int ret = vp_worker(&w);
+
+	if (!ret)
+		ret = pin_to(w.pid, 0);
+	return ret ? ret : pin_to(0, 1);
 }
 
 /* The tests of what one owner, or the polling thread's lot, costs others. */
@@ -2242,34 +2318,26 @@ FIXTURE_TEARDOWN(neighbour)
 TEST_F(neighbour, starved_thread_hands_back_within_bound)
 {
 	const unsigned int spin_ms = 300;
-	unsigned long long t0, t, ms, worst = 0, spun = 0, bound;
-	int go[2], out[2], status;
+	unsigned long long t0, t, ms, worst = 0, spun, bound;
+	struct spinner spinner;
 	struct vp_vq_row sum;
-	struct vp_worker w;
 	struct vring_drv d;
-	pid_t spinner;
+	bool spinning = false;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "needs 2 CPUs: the spinner on one, the owner on the other");
-	ASSERT_EQ(0, vp_worker(&w));
-	ASSERT_EQ(0, pin_to(w.pid, 0));
-	/* The owner, and so its vhost worker (forked from it), on CPU 1. */
-	ASSERT_EQ(0, pin_to(0, 1));
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
-	ASSERT_EQ(0, pipe(go));
-	ASSERT_EQ(0, pipe(out));
-	spinner = fifo_spinner(0, spin_ms, go[0], out[1]);
-	ASSERT_LT(0, spinner);
+	ASSERT_EQ(0, spinner_start(&spinner, 0, spin_ms));
 	ASSERT_EQ(0, vring_stream(&d, 100, 1, STALL_MS));
 
 	/* One buffer at a time, from 50 ms before the spin to 50 ms after. */
 	t0 = vp_now_ms();
-	while ((ms = vp_now_ms() - t0) < spin_ms + 100 && !spun) {
-		if (ms >= 50 && go[1] >= 0) {
-			ASSERT_EQ(1, write(go[1], "x", 1));
-			close(go[1]);
-			go[1] = -1;
+	while ((ms = vp_now_ms() - t0) < spin_ms + 100) {
+		if (ms >= 50 && !spinning) {
+			ASSERT_EQ(0, spinner_go(&spinner));
+			spinning = true;
 		}
 		t = vp_now_ms();
 		ASSERT_EQ(1, vring_post(&d, 1));
@@ -2277,9 +2345,7 @@ TEST_F(neighbour, starved_thread_hands_back_within_bound)
 		if (vp_now_ms() - t > worst)
 			worst = vp_now_ms() - t;
 	}
-	ASSERT_EQ(sizeof(spun), read(out[0], &spun, sizeof(spun)));
-	ASSERT_EQ(spinner, waitpid(spinner, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	spun = spinner_end(&spinner);
 	EXPECT_LE(spin_ms, spun);
 	EXPECT_EQ(0, vp_vq_sum(getpid(), d.index, &sum, NULL) < 0);
 	bound = vp_jiffies_ms(WATCHDOG_JIFFIES + 1);
@@ -2289,9 +2355,6 @@ TEST_F(neighbour, starved_thread_hands_back_within_bound)
 	EXPECT_GE(bound, worst);
 	EXPECT_LE(1, sum.stalls);
 	EXPECT_TRUE(vring_all_used_once(&d));
-	close(go[0]);
-	close(out[0]);
-	close(out[1]);
 	vring_close(&d);
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
@@ -2307,31 +2370,23 @@ TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
 	const unsigned int spin_ms = 300;
 	/* The bound and a jiffy, and 5 ms for the sampling of the counters. */
 	unsigned long long t0, ms, spun, bound = vp_jiffies_ms(WATCHDOG_JIFFIES + 1) + 5;
-	int go[2], out[2], status, polled;
+	struct spinner spinner;
 	struct vp_vq_row sum;
-	struct vp_worker w;
 	struct vring_drv d;
-	pid_t spinner;
+	int polled;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "needs 2 CPUs: the spinner on one, the owner on the other");
-	ASSERT_EQ(0, vp_worker(&w));
-	ASSERT_EQ(0, pin_to(w.pid, 0));
-	ASSERT_EQ(0, pin_to(0, 1));
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
-	ASSERT_EQ(0, pipe(go));
-	ASSERT_EQ(0, pipe(out));
-	spinner = fifo_spinner(0, spin_ms, go[0], out[1]);
-	ASSERT_LT(0, spinner);
+	ASSERT_EQ(0, spinner_start(&spinner, 0, spin_ms));
 	t0 = vp_now_ms();
-	ASSERT_EQ(1, write(go[1], "x", 1));
+	ASSERT_EQ(0, spinner_go(&spinner));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", 0));
 	ASSERT_TRUE(vp_wait_polled(getpid(), 0, STALL_MS));
 	ms = vp_now_ms() - t0;
-	ASSERT_EQ(sizeof(spun), read(out[0], &spun, sizeof(spun)));
-	ASSERT_EQ(spinner, waitpid(spinner, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	spun = spinner_end(&spinner);
 	/* The thread runs again, and polls nothing: the rate is 0. */
 	ASSERT_EQ(0, vring_stream(&d, 1000, 1, STALL_MS));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
@@ -2341,10 +2396,6 @@ TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
 	EXPECT_GE(bound, ms);
 	EXPECT_EQ(0, polled);
 	EXPECT_TRUE(vring_all_used_once(&d));
-	close(go[0]);
-	close(go[1]);
-	close(out[0]);
-	close(out[1]);
 	vring_close(&d);
 }
 
@@ -2387,16 +2438,14 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 {
 	const unsigned int spin_ms = 300;
 	unsigned long long t0, spun, free_ms, bound_ms = 30 * vp_slow();
-	int go[2], out[2], ready[2], status;
-	struct vp_worker w;
-	pid_t tenant, spinner;
+	struct spinner spinner;
+	int ready[2], status;
+	pid_t tenant;
 	char c;
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "needs 2 CPUs: the spinner on one, the owners on the other");
-	ASSERT_EQ(0, vp_worker(&w));
-	ASSERT_EQ(0, pin_to(w.pid, 0));
-	ASSERT_EQ(0, pin_to(0, 1));
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
 	ASSERT_EQ(0, pipe(ready));
 	tenant = fork();
 	ASSERT_LE(0, tenant);
@@ -2405,41 +2454,24 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 	ASSERT_EQ(1, read(ready[0], &c, 1));
 	/* Polled, and the thread in its address space: it polls nothing else. */
 	ASSERT_TRUE(vp_wait_polled(tenant, 1, STALL_MS));
-	ASSERT_EQ(0, pipe(go));
-	ASSERT_EQ(0, pipe(out));
-	spinner = fifo_spinner(0, spin_ms, go[0], out[1]);
-	ASSERT_LT(0, spinner);
-	ASSERT_EQ(1, write(go[1], "x", 1));
+	ASSERT_EQ(0, spinner_start(&spinner, 0, spin_ms));
+	ASSERT_EQ(0, spinner_go(&spinner));
 	/* The spinner has the thread's CPU; kill A and wait out its release. */
 	vp_sleep_ms(20);
 	ASSERT_EQ(0, kill(tenant, SIGKILL));
 	ASSERT_EQ(tenant, waitpid(tenant, &status, 0));
-	ASSERT_EQ(sizeof(spun), read(out[0], &spun, sizeof(spun)));
+	/* The spin is over once it says how long it was. */
+	spun = spinner_end(&spinner);
 	t0 = vp_now_ms();
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 	free_ms = vp_now_ms() - t0;
-	ASSERT_EQ(spinner, waitpid(spinner, &status, 0));
-	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	EXPECT_LE(spin_ms, spun);
 	TH_LOG("a %d MiB tenant killed while the thread was off its CPU for %llu ms:",
 	       TENANT_MB, spun);
 	TH_LOG("the thread was free %llu ms after (bound %llu ms)", free_ms, bound_ms);
 	EXPECT_GE(bound_ms, free_ms);
-	close(go[0]);
-	close(go[1]);
-	close(out[0]);
-	close(out[1]);
 	close(ready[0]);
 	close(ready[1]);
-}
-
-/* CLOCK_MONOTONIC, in microseconds. */
-static unsigned long long rr_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
 }
 
 /* What a receive queue's driver saw of the frames it was given. */
@@ -2593,7 +2625,7 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &b, NULL));
 	/* 400 frames in a second, the ring refilled as they are used. */
 	for (i = 1; i <= frames; i++) {
-		unsigned long long t0 = rr_now_us();
+		unsigned long long t0 = vp_now_us();
 
 		ASSERT_EQ(0, rx_send(self->s, &self->to, i));
 		/* Asleep between frames: on one CPU a spin would hold the
@@ -2603,7 +2635,7 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 			vp_sleep_us(gap_us / 5);
 			if (vring_reap(&self->d))
 				vring_post(&self->d, self->d.num);
-		} while (rr_now_us() - t0 < gap_us);
+		} while (vp_now_us() - t0 < gap_us);
 	}
 	for (i = 0; i < 100 && rx_seen.frames < frames; i++) {
 		vp_sleep_ms(10);
@@ -2659,29 +2691,29 @@ static int rr_run(struct vring_drv *d, unsigned long long *p50, unsigned long lo
 
 	if (vp_worker(&w0))
 		return -EPROTO;
-	start_us = rr_now_us();
+	start_us = vp_now_us();
 	for (i = 0; i < RR_N; i++) {
-		t0 = rr_now_us();
+		t0 = vp_now_us();
 		if (vring_post(d, 1) != 1)
 			return -ENOSPC;
 		/* On one CPU (UML) a spinning driver would hold the worker. */
 		if (!spin && vring_drain(d, STALL_MS))
 			return -ETIMEDOUT;
 		while (spin && !vring_reap(d)) {
-			if (rr_now_us() - t0 > STALL_MS * 1000ULL)
+			if (vp_now_us() - t0 > STALL_MS * 1000ULL)
 				return -ETIMEDOUT;
 		}
-		us[i] = rr_now_us() - t0;
+		us[i] = vp_now_us() - t0;
 		/* Think time: the handler ends, and the next request is the
 		 * poller's to notice. On one CPU, asleep: a spin would hold
 		 * it, and under simulated time its clock would not move.
 		 */
 		if (!spin)
 			vp_sleep_us(RR_THINK_US);
-		for (t = rr_now_us(); spin && rr_now_us() - t < RR_THINK_US;)
+		for (t = vp_now_us(); spin && vp_now_us() - t < RR_THINK_US;)
 			;
 	}
-	t = rr_now_us() - start_us;
+	t = vp_now_us() - start_us;
 	if (vp_worker(&w1))
 		return -EPROTO;
 	qsort(us, RR_N, sizeof(us[0]), cmp_ull);
