@@ -48,6 +48,11 @@ pub(crate) struct LaneCounters {
     pub(crate) aside_us: AtomicU64,
     /// Starts refused (the first lane serves them all).
     pub(crate) refused: AtomicU64,
+    /// Visits made in passes that found no work, and those passes' time
+    /// from their first visit to the end of their last, in ns: what an
+    /// empty visit costs, address-space switches between owners included.
+    pub(crate) empty_visits: AtomicU64,
+    pub(crate) empty_visit_ns: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,
     pub(crate) asleep: AtomicBool,

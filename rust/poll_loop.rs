@@ -49,6 +49,9 @@ struct Pass {
     /// visits at most (the vqs the lane polled when the pass began).
     next: Option<usize>,
     left: u32,
+    /// Visits made, and when the first began (`Ktime` ns; 0 before it).
+    visits: u32,
+    started_ns: i64,
 }
 
 /// One lane's loop, as its thread runs it.
@@ -110,6 +113,13 @@ impl LaneLoop<'_> {
     fn after_pass(&mut self, pass: Pass) {
         let c = &self.lane.counters;
         c.passes.fetch_add(1, Relaxed);
+        if !pass.found && pass.visits > 0 {
+            // Before the pause: the visits' cost, not the wait after them.
+            let spent = Ktime::ktime_get().to_ns() - pass.started_ns;
+            c.empty_visits.fetch_add(pass.visits.into(), Relaxed);
+            c.empty_visit_ns
+                .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
+        }
         let p = crate::params::now();
         let seen = PassSeen {
             paid: pass.paid,
@@ -174,6 +184,7 @@ impl Stepper for LaneLoop<'_> {
                 (None, Some(slot)) => slot,
                 (None, None) => {
                     pass.left = self.lane.polled();
+                    pass.started_ns = Ktime::ktime_get().to_ns();
                     match table.begin_pass(self.lane.index) {
                         Some(slot) => slot,
                         None => break,
@@ -190,6 +201,7 @@ impl Stepper for LaneLoop<'_> {
             };
             match visit(e, scope) {
                 Visit::Made(v) => {
+                    pass.visits += 1;
                     pass.found |= v.work;
                     pass.paid |= v.queued;
                     if let Some(why) = v.exit {
