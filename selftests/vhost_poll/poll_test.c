@@ -8,6 +8,7 @@
  */
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -2662,6 +2663,121 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 	EXPECT_GE(5, c.enters - b.enters);
 }
 
+/* The dummy device a back-pressured tap's frames are held on. */
+#define TX_HELD_DEV	"vp_held0"
+
+/* Run the shell command @fmt, its output thrown away; 0 if it exited 0. */
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	int n, ret;
+
+	va_start(ap, fmt);
+	n = vsnprintf(cmd, sizeof(cmd) - 16, fmt, ap);
+	va_end(ap);
+	if (n < 0 || n >= (int)sizeof(cmd) - 16)
+		return -E2BIG;
+	strcat(cmd, " >/dev/null 2>&1");
+	ret = system(cmd);
+	return WIFEXITED(ret) && !WEXITSTATUS(ret) ? 0 : -EIO;
+}
+
+/*
+ * Make tap @ifname's transmit side slow: every frame it gets from vhost
+ * is redirected to a dummy device whose token bucket lets out 1 kbit a
+ * second and queues the rest. The frames stay charged to the tap's
+ * socket while they wait, so with a small send buffer the tap refuses
+ * more (vhost-net's sendmsg gets -EAGAIN) until one leaves. 0, or
+ * -EOPNOTSUPP when tc, the dummy device or the qdiscs are missing.
+ */
+static int tx_hold(const char *ifname)
+{
+	if (sh("ip link add " TX_HELD_DEV " type dummy") ||
+	    sh("ip link set " TX_HELD_DEV " up") ||
+	    sh("tc qdisc add dev " TX_HELD_DEV " root tbf rate 1kbit burst 1600 limit 1mb") ||
+	    sh("tc qdisc add dev %s clsact", ifname) ||
+	    sh("tc filter add dev %s ingress matchall action mirred egress redirect dev "
+	       TX_HELD_DEV, ifname))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/* Undo tx_hold(): the held frames are freed, and the tap's socket writable. */
+static void tx_release(const char *ifname)
+{
+	sh("tc qdisc del dev %s clsact", ifname);
+	sh("ip link del " TX_HELD_DEV);
+}
+
+/* vhost-net's transmit queue, and whether its tap's frames are held. */
+FIXTURE(tx) {
+	struct vring_drv d;
+	bool held;
+};
+
+FIXTURE_SETUP(tx)
+{
+	self->held = false;
+	teardown_open(_metadata, VRING_NET);
+	if (sh("tc -V") || sh("ip -V"))
+		SKIP(return, "no tc or ip (iproute2)");
+	ASSERT_EQ(0, vring_open_dev(&self->d, VRING_NET, RING, true, 1 << 20));
+}
+
+FIXTURE_TEARDOWN(tx)
+{
+	if (self->held)
+		tx_release(self->d.ifname);
+	vring_close(&self->d);
+	teardown_close(_metadata);
+}
+
+/*
+ * Work is what the backend can take, on transmit too. A polled transmit
+ * queue whose tap refuses frames (-EAGAIN: its send buffer full of frames
+ * a slow qdisc holds) has buffers in its ring that its handler put back:
+ * it waits for the socket to be writable, whose wake-up queues it. The
+ * poller must not queue it meanwhile; before, it did at every pass that
+ * found the ring non-empty, and each run got -EAGAIN again. Once the
+ * frames are let go, every buffer is used once.
+ */
+TEST_F(tx, back_pressure_queues_no_handler_for_nothing)
+{
+	struct vp_vq_row a, b;
+	int sndbuf = 16384, ret;
+	unsigned int used_held;
+
+	ASSERT_EQ(0, poll_for_long(&self->d));
+	ret = tx_hold(self->d.ifname);
+	self->held = true;
+	if (ret)
+		SKIP(return, "cannot hold a tap's frames (%s)",
+		     "CONFIG_DUMMY, NET_SCH_TBF, NET_SCH_INGRESS, NET_CLS_MATCHALL, NET_ACT_MIRRED?");
+	ASSERT_EQ(0, ioctl(self->d.tap, TUNSETSNDBUF, &sndbuf));
+	/* A full ring, no kick: it is polled. */
+	ASSERT_EQ(self->d.num, vring_post(&self->d, self->d.num));
+	vp_sleep_ms(200);
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &a, NULL));
+	vp_sleep_ms(1000);
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &b, NULL));
+	vring_reap(&self->d);
+	used_held = self->d.used;
+	tx_release(self->d.ifname);
+	self->held = false;
+	EXPECT_EQ(0, vring_drain(&self->d, STALL_MS));
+	TH_LOG("%u of %u buffers used while the tap held its frames;", used_held,
+	       self->d.num);
+	TH_LOG("in 1 s, the handler queued by the poller %llu times,", b.queued - a.queued);
+	TH_LOG("%llu visits after work, %llu entries", b.poll_work - a.poll_work,
+	       b.enters - a.enters);
+	/* The tap did hold the frames: else this tests nothing. */
+	ASSERT_GT(self->d.num, used_held);
+	EXPECT_GE(5, b.queued - a.queued);
+	EXPECT_GE(1, b.enters - a.enters);
+	EXPECT_TRUE(vring_all_used_once(&self->d));
+}
+
 static int cmp_ull(const void *a, const void *b)
 {
 	unsigned long long x = *(const unsigned long long *)a;
@@ -2747,7 +2863,8 @@ static void *idle_closer(void *arg)
  * fivefold and the passes fell thirtyfold, and stayed so once they were
  * closed (their slots were still walked). Measured alone, with the idle
  * devices, and after; the bound is loose (2x and 20 us, and half the
- * passes) against a machine's noise, the failure it catches is not.
+ * passes) against a machine's noise, the failure it catches is not. On
+ * one CPU only the passes are bound.
  */
 TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 {
@@ -2792,11 +2909,150 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 		TH_LOG("%s: round trip p50 %llu us, p99 %llu us, %llu passes a second",
 		       phase_name[phase], p50[phase], p99[phase], passes[phase]);
 	for (phase = 1; phase < 3; phase++) {
-		EXPECT_GE(2 * p50[0] + 20, p50[phase]);
+		/*
+		 * On one CPU (UML) the driver sleeps for each response, and
+		 * its round trip is the host's wake-up latency (a p50 of 55,
+		 * 46 and 131 us in one CI run): there the passes tell.
+		 */
+		if (sysconf(_SC_NPROCESSORS_ONLN) > 1)
+			EXPECT_GE(2 * p50[0] + 20, p50[phase]);
 		EXPECT_LE(passes[0], 2 * passes[phase]);
 	}
 	EXPECT_TRUE(vring_all_used_once(&d));
 	vring_close(&d);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+#define COST_VQS	16
+#define COST_MS		300
+#define COST_TRIES	3
+
+/*
+ * An owner of the cost test: opens @n devices, gets their vqs polled,
+ * says so on @out and waits to be killed; its exit status says what
+ * failed.
+ */
+static int idle_owner(unsigned int n, int out)
+{
+	struct vring_drv d[COST_VQS];
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (vring_open(&d[i], RING, true, 1 << 16) || poll_for_long(&d[i]))
+			return 1;
+	if (write(out, "p", 1) != 1)
+		return 2;
+	for (;;)
+		pause();
+}
+
+/* The polled vqs of the processes @pids, or -errno. */
+static int polled_of(const pid_t *pids, unsigned int n)
+{
+	struct vp_vq_row sum;
+	unsigned int i;
+	int polled, all = 0;
+
+	for (i = 0; i < n; i++) {
+		if (vp_vq_sum(pids[i], -1, &sum, &polled) < 0)
+			return -ENOENT;
+		all += polled;
+	}
+	return all;
+}
+
+/*
+ * COST_VQS idle polled vqs in @owners processes (1, or COST_VQS): the
+ * first thread's empty visits over COST_MS in *@visits, and their cost
+ * in ns in *@ns. 0; -EAGAIN if a vq left poll mode meanwhile (the
+ * watchdog hands back a ring whose thread was kept off its CPU for a
+ * few jiffies, as a noisy host's TCG may), or -errno.
+ */
+static int idle_cost(unsigned int owners, unsigned long long *visits,
+		     unsigned long long *ns)
+{
+	pid_t pids[COST_VQS];
+	struct vp_worker a, b;
+	int ready[2], ret = 0, status;
+	unsigned int i, made = 0;
+	char c;
+
+	if (pipe(ready))
+		return -errno;
+	for (i = 0; i < owners && !ret; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0) {
+			ret = -errno;
+			break;
+		}
+		if (!pids[i])
+			_exit(idle_owner(COST_VQS / owners, ready[1]));
+		made++;
+		if (read(ready[0], &c, 1) != 1)
+			ret = -EIO;
+	}
+	if (!ret && polled_of(pids, made) != COST_VQS)
+		ret = -EAGAIN;
+	if (!ret && vp_worker(&a))
+		ret = -EPROTO;
+	if (!ret)
+		vp_sleep_ms(COST_MS);
+	if (!ret && vp_worker(&b))
+		ret = -EPROTO;
+	if (!ret && polled_of(pids, made) != COST_VQS)
+		ret = -EAGAIN;
+	for (i = 0; i < made; i++) {
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], &status, 0);
+	}
+	close(ready[0]);
+	close(ready[1]);
+	if (ret)
+		return ret;
+	*visits = b.empty_visits - a.empty_visits;
+	*ns = b.empty_visit_ns - a.empty_visit_ns;
+	return 0;
+}
+
+/*
+ * What a visit that finds nothing costs, as the thread counts it
+ * (empty_visits, empty_visit_ns in its worker row): COST_VQS idle polled
+ * vqs of one owner, then of as many owners, each visit of which enters
+ * another address space. The figures are printed; the test asks only
+ * that the counters move and give a cost of a visit between 1 ns and a
+ * millisecond (not on simulated time, where work takes none). A try in
+ * which a vq left poll mode is made again.
+ */
+TEST_F_TIMEOUT(neighbour, empty_visit_cost_is_counted, 120)
+{
+	unsigned long long v[2], ns[2], per[2];
+	int i, ret, tries;
+
+	/* Idle vqs save no kick: kept polled all the same. */
+	ASSERT_EQ(0, vp_param_set("poll_min_gain", 0));
+	for (i = 0; i < 2; i++) {
+		tries = 0;
+		do
+			ret = idle_cost(i ? COST_VQS : 1, &v[i], &ns[i]);
+		while (ret == -EAGAIN && ++tries < COST_TRIES);
+		ASSERT_EQ(0, ret) {
+			TH_LOG("%s: %s", i ? "as many owners" : "one owner",
+			       ret == -EAGAIN ? "a vq left poll mode in every try" :
+			       strerror(-ret));
+		}
+		ASSERT_LT(0, v[i]);
+		per[i] = ns[i] / v[i];
+		TH_LOG("%d idle vqs of %s: %llu empty visits in %d ms, %llu ns each (try %d)",
+		       COST_VQS, i ? "as many owners" : "one owner", v[i], COST_MS, per[i],
+		       tries + 1);
+		/* Work takes no simulated time: there only the counts tell. */
+		if (vp_simulated_time())
+			continue;
+		EXPECT_LE(1, per[i]);
+		EXPECT_GE(1000000, per[i]);
+	}
+	TH_LOG("a visit across owners costs %.1fx one in one address space",
+	       (double)per[1] / (per[0] ? per[0] : 1));
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 

@@ -320,6 +320,8 @@ struct vp_worker {
 	unsigned int polled_vqs;
 	/* Its number, 0 for the first thread; 0 if not shown. */
 	unsigned int thread;
+	/* Visits in passes that found no work, and their time (ns). */
+	unsigned long long empty_visits, empty_visit_ns;
 };
 
 /* Read the rows of the worker file (a polling thread each); returns how
@@ -340,10 +342,11 @@ static inline int vp_workers(struct vp_worker *w, int max)
 	}
 	while (n < max && fgets(line, sizeof(line), f)) {
 		memset(&w[n], 0, sizeof(w[n]));
-		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u",
+		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
 			   &w[n].mm_switches, &w[n].polled_vqs, &asides,
-			   &aside_us, &refused, &w[n].thread) < 6)
+			   &aside_us, &refused, &w[n].thread, &w[n].empty_visits,
+			   &w[n].empty_visit_ns) < 6)
 			continue;
 		n++;
 	}
@@ -770,6 +773,24 @@ static inline bool vp_harness_lists(int argc, char **argv)
 		if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "-h"))
 			return true;
 	return false;
+}
+
+/*
+ * Whether the kernel runs on simulated time (UML's time-travel=inf-cpu,
+ * on its command line): its clock moves only while the CPU idles or a
+ * task delays, so work takes no time by it.
+ */
+static inline bool vp_simulated_time(void)
+{
+	char line[4096] = "";
+	FILE *f = fopen("/proc/cmdline", "re");
+
+	if (!f)
+		return false;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	fclose(f);
+	return strstr(line, "time-travel=inf-cpu") || strstr(line, "time-travel=ext");
 }
 
 /* HZ of the kernel under test; 100, the longest jiffy Kconfig offers, if unknown. */
