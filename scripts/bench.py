@@ -102,8 +102,9 @@ def run_drivers(specs, limit_s, want_polled=0):
             if p.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"{' '.join(p.args)}: did not get ready")
         # A driver is ready once its own kicks are served; the thread
-        # may start polling its queue a moment later.
-        deadline = time.monotonic() + 2
+        # may start polling its queue a moment later (with hundreds of
+        # drivers, seconds later under TCG).
+        deadline = time.monotonic() + 2 + want_polled / 32
         while (polled := polled_vqs()) < want_polled and time.monotonic() < deadline:
             time.sleep(0.01)
         # Everyone starts at the same CLOCK_MONOTONIC instant, so that the
@@ -247,7 +248,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
                     "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s},
-           "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": []}
+           "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
@@ -307,6 +308,15 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
         for n in (1, crowd):
             log(f"rep {rep + 1}/{reps} one busy among {n} polled")
             run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit, n)
+        # What an empty visit costs: n idle polled vqs of one owner, then
+        # of n owners (each visit entering another address space), as the
+        # threads count it over the first driver's measured second.
+        for n in ((1, 4) if quick else (1, 16, 256)):
+            for owners in sorted({1, n}):
+                log(f"rep {rep + 1}/{reps} visit cost: {n} idle vqs, {owners} owner(s)")
+                specs = ([idle + ["-n", str(n - 1)]] if owners == 1 else [idle] * n)
+                run_cell(raw, "visit", {"nvq": n, "owners": owners, "rep": rep}, specs,
+                         limit + n / 4, n)
         set_param("poll_stop_idle", stop_idle)
         set_param("poll_min_gain", min_gain)
         save(raw, out_dir)
@@ -336,7 +346,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
     raw["meta"]["seconds"] = round(time.monotonic() - t_start, 1)
     raw["meta"]["complete"] = True
     save(raw, out_dir)
-    errors = sum("error" in c for k in ("cells", "idle", "crowd") for c in raw[k])
+    errors = sum("error" in c for k in ("cells", "idle", "crowd", "visit") for c in raw[k])
     log(f"raw figures in {out_dir}/raw.json after {raw['meta']['seconds']} s; "
         f"{errors} runs failed")
 
@@ -724,6 +734,27 @@ def summarise(raw, env, accel):
             "stalls": max(sum(d.get("stalls", 0) for d in c["drivers"]) for c in crowd),
             "errors": [c["error"] for c in raw["crowd"] if "error" in c],
         }
+    vc = {}
+    for c in raw.get("visit", []):
+        d = (c.get("drivers") or [{}])[0]
+        if "error" in c or not d.get("empty_visits"):
+            continue
+        vc.setdefault((c["nvq"], c["owners"]), []).append(
+            (d["empty_visit_ns"] / d["empty_visits"], c["polled_vqs_at_start"],
+             d.get("mm_switches", 0) / d["empty_visits"]))
+    if raw.get("visit"):
+        probes["visit_cost"] = [{
+            "nvq": k[0], "owners": k[1], "ns": median(x[0] for x in v),
+            "polled_vqs_at_start": min(x[1] for x in v), "reps": len(v),
+            "switches_per_visit": median(x[2] for x in v),
+        } for k, v in sorted(vc.items())]
+        # A run that measured no empty visit: an error of its own, or
+        # vqs not polled (or never idle) in its window.
+        probes["visit_cost_errors"] = [
+            c.get("error", f"{c['nvq']} vqs of {c['owners']} owner(s): no empty visit measured "
+                           f"({c.get('polled_vqs_at_start')} polled at the start)")
+            for c in raw["visit"]
+            if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")]
     pc = [c for c in cells if c["mode"] in POLL_MODES and "worker_refused" in c]
     if pc:
         probes["poller"] = [{
@@ -963,6 +994,15 @@ def probe_lines(probes):
     if probes.get("guest_seconds"):
         out.append(f"the guest device took {probes['guest_seconds']:.0f} s in all "
                    f"(boots, runs, mode switches)")
+    vcs = {(v["nvq"], v["owners"]): v for v in probes.get("visit_cost", [])}
+    for (n, owners), v in sorted(vcs.items()):
+        one = vcs.get((n, 1))
+        rel = f" (x{fmt(v['ns'] / one['ns'])} of one owner's)" if owners > 1 and one else ""
+        out.append(f"an empty visit, {n} idle polled vqs of {owners} owner(s): "
+                   f"{fmt(v['ns'])} ns{rel}, {fmt(v['switches_per_visit'])} address-space "
+                   f"switches a visit; {v['polled_vqs_at_start']} polled at the start")
+    for e in probes.get("visit_cost_errors", []):
+        out.append(f"visit cost not measured: {e}")
     ob = probes.get("one_busy")
     if ob:
         out.append(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
@@ -1101,6 +1141,10 @@ def check(out_dir):
            (ob["polled_vqs_at_start"] >= ob["ndev"] or ob.get("stalls", 0) > 0),
            "one-busy probe: every device polled at the start (or some handed back "
            "by the watchdog, counted), a ratio measured")
+        vcs = res["probes"].get("visit_cost", [])
+        ok(vcs and all(v["ns"] > 0 for v in vcs) and
+           not res["probes"].get("visit_cost_errors"),
+           "visit-cost probe: every run measured a cost of an empty visit")
         h = res["probes"].get("hook")
         ok(h and h["pairs"] > 0 and all(math.isfinite(h[k]) and h[k] > 0
                                         for k in ("median", "q1", "q3")) and not h["errors"],
