@@ -2402,26 +2402,44 @@ TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
 
 #define TENANT_MB	256
 
+/* Devices a polled owner may open (the cost test's, of one owner). */
+#define OWNER_VQS_MAX	16
+
 /*
- * Owner A of the teardown test: maps and touches TENANT_MB MiB, opens a
- * device and gets its vq polled, says so on @out, and waits to be killed.
+ * A forked owner: opens @n devices (up to OWNER_VQS_MAX) of @max_bufs
+ * buffers each, gets their vqs polled, says so on @out and waits to be
+ * killed; its exit status says what failed (2, a device; 3, the pipe).
+ */
+static int polled_owner(unsigned int n, unsigned int max_bufs, int out)
+{
+	struct vring_drv d[OWNER_VQS_MAX];
+	unsigned int i;
+
+	if (n > OWNER_VQS_MAX)
+		return 2;
+	for (i = 0; i < n; i++)
+		if (vring_open(&d[i], RING, true, max_bufs) || poll_for_long(&d[i]))
+			return 2;
+	if (write(out, "p", 1) != 1)
+		return 3;
+	for (;;)
+		pause();
+}
+
+/*
+ * Owner A of the teardown test: maps and touches TENANT_MB MiB, then is
+ * a polled owner of one device.
  */
 static int big_tenant(int out)
 {
 	size_t len = (size_t)TENANT_MB << 20;
-	struct vring_drv d;
 	char *mem;
 
 	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		return 1;
 	memset(mem, 0x5a, len);
-	if (vring_open(&d, RING, true, 1 << 20) || poll_for_long(&d))
-		return 2;
-	if (write(out, "p", 1) != 1)
-		return 3;
-	for (;;)
-		pause();
+	return polled_owner(1, 1 << 20, out);
 }
 
 /*
@@ -2927,25 +2945,6 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 #define COST_MS		300
 #define COST_TRIES	3
 
-/*
- * An owner of the cost test: opens @n devices, gets their vqs polled,
- * says so on @out and waits to be killed; its exit status says what
- * failed.
- */
-static int idle_owner(unsigned int n, int out)
-{
-	struct vring_drv d[COST_VQS];
-	unsigned int i;
-
-	for (i = 0; i < n; i++)
-		if (vring_open(&d[i], RING, true, 1 << 16) || poll_for_long(&d[i]))
-			return 1;
-	if (write(out, "p", 1) != 1)
-		return 2;
-	for (;;)
-		pause();
-}
-
 /* The polled vqs of the processes @pids, or -errno. */
 static int polled_of(const pid_t *pids, unsigned int n)
 {
@@ -2986,7 +2985,7 @@ static int idle_cost(unsigned int owners, unsigned long long *visits,
 			break;
 		}
 		if (!pids[i])
-			_exit(idle_owner(COST_VQS / owners, ready[1]));
+			_exit(polled_owner(COST_VQS / owners, 1 << 16, ready[1]));
 		made++;
 		if (read(ready[0], &c, 1) != 1)
 			ret = -EIO;

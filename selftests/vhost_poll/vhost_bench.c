@@ -239,6 +239,12 @@ static int run_phase(struct vring_drv *d, enum workload w, unsigned int batch)
 	return ret;
 }
 
+/* Kick @kicks buffers in a row into @d and wait for them: 0 or -ETIMEDOUT. */
+static int kick_in(struct vring_drv *d, unsigned int kicks)
+{
+	return vring_post_kicked(d, kicks) == kicks && !vring_drain(d, STALL_MS) ? 0 : -ETIMEDOUT;
+}
+
 /*
  * The polling threads' empty visits, their time (ns) and their switches
  * between address spaces, all rows summed.
@@ -426,7 +432,7 @@ int main(int argc, char **argv)
 	snprintf(line, sizeof(line), "vhost-%d", getpid());
 	worker = find_task(line);
 	sigaction(SIGALRM, &sa, NULL);
-	if (kicks && (vring_post_kicked(&d, kicks) != kicks || vring_drain(&d, STALL_MS))) {
+	if (kicks && kick_in(&d, kicks)) {
 		fprintf(stderr, "vhost_bench: the first %u buffers were not used\n", kicks);
 		return 1;
 	}
@@ -435,9 +441,8 @@ int main(int argc, char **argv)
 		return 1;
 	for (i = 0; i < more; i++) {
 		ret = vring_open_dev(&extra[i], dev, ring, true, 1ULL << 16);
-		if (!ret && kicks && (vring_post_kicked(&extra[i], kicks) != kicks ||
-				      vring_drain(&extra[i], STALL_MS)))
-			ret = -ETIMEDOUT;
+		if (!ret && kicks)
+			ret = kick_in(&extra[i], kicks);
 		if (ret) {
 			fprintf(stderr, "vhost_bench: extra device %u: %s\n", i, strerror(-ret));
 			return 1;
@@ -467,12 +472,8 @@ int main(int argc, char **argv)
 	 */
 	if (!ret && w == W_IDLE && kicks && vp_vq_sum(getpid(), -1, &sum, &polled) >= 0 &&
 	    polled < (int)(1 + more)) {
-		for (i = 0; !ret && i <= more; i++) {
-			struct vring_drv *x = i ? &extra[i - 1] : &d;
-
-			if (vring_post_kicked(x, kicks) != kicks || vring_drain(x, STALL_MS))
-				ret = -ETIMEDOUT;
-		}
+		for (i = 0; !ret && i <= more; i++)
+			ret = kick_in(i ? &extra[i - 1] : &d, kicks);
 	}
 	/* rr measures from one buffer in flight: none left from warm-up. */
 	if (!ret && w == W_RR)
