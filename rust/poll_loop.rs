@@ -24,6 +24,7 @@ use crate::clock;
 use crate::handoff::Handoff;
 use crate::lane::{Lane, NAMES};
 use crate::mm_cursor::{drive, Step, Stepper};
+use crate::placement::Placement;
 use crate::policy::{Exit, LanePolicy, PassSeen, Pause, THREADS_MAX};
 use crate::shared::Shared;
 use crate::visit::{visit, Visit};
@@ -70,16 +71,18 @@ struct LaneLoop<'a> {
     /// The last step found nothing to poll and left the address space:
     /// the next one sleeps.
     sleep_next: bool,
+    /// Where its thread runs (`poll_cpus`).
+    placement: Placement,
 }
 
 impl LaneLoop<'_> {
     /// Nothing to poll: sleeps until a kick reaches the rate or vhost
     /// asks for something (the first lane), or a vq is placed on this
-    /// lane (the others). In no address space.
+    /// lane (the others), or `poll_cpus` is written. In no address space.
     fn sleep(&mut self) {
         let c = &self.lane.counters;
         c.period(true);
-        kthread::sleep_unless(|| self.lane.waker.is_pending());
+        kthread::sleep_unless(|| self.lane.waker.is_pending() || self.placement.is_stale());
         c.period(false);
     }
 
@@ -87,6 +90,15 @@ impl LaneLoop<'_> {
     /// hands back a lane no longer wanted, serves the requests. Returns
     /// how many vqs this lane polls.
     fn between_passes(&mut self) -> u32 {
+        if self.placement.follow(self.lane.index) && self.helpers.is_some() {
+            // `poll_cpus` or the online CPUs changed: the other lanes may
+            // be asleep.
+            self.shared.for_each_lane(|lane| {
+                if lane.index != 0 {
+                    lane.waker.wake();
+                }
+            });
+        }
         let p = crate::params::now();
         let wanted = p.lanes();
         if let Some(helpers) = self.helpers.as_deref_mut() {
@@ -254,6 +266,7 @@ fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
         pass: None,
         pending: None,
         sleep_next: false,
+        placement: Placement::new(),
     };
     drive(c, &mut lane_loop);
     if let Some(helpers) = lane_loop.helpers.as_deref_mut() {

@@ -7,7 +7,9 @@
 //! thread, `vhost-poll`, and back after `poll_stop_idle` jiffies without
 //! new work. See Documentation/admin-guide.rst and Documentation/design.rst.
 
-use kernel::{c_str, kthread::KThread, prelude::*, vhost_poller::Registration};
+use kernel::{
+    c_str, kthread::KThread, module_param::CpuListWatch, prelude::*, vhost_poller::Registration,
+};
 
 // From the top layer down: each file imports only files below it (`make
 // lint` checks it).
@@ -31,6 +33,7 @@ mod clock;
 mod counters;
 mod handoff;
 mod params;
+mod placement;
 mod waker;
 
 pub mod policy;
@@ -67,20 +70,27 @@ module! {
             permissions: 0o644,
             description: "Kicks per 1000 buffers polling must save to keep a vq (0 = keep all)",
         },
+        poll_cpus: cpulist {
+            default: "",
+            permissions: 0o644,
+            description: "CPUs of the polling threads, one per CPU in order (empty = anywhere)",
+        },
     },
 }
 
 /// The module. Fields drop in order: vhost first (every vq back to
-/// notification mode, by the still running lanes), then the first lane's
+/// notification mode, by the still running lanes), then the wake-ups on
+/// a write of `poll_cpus` or a CPU going or coming, then the first lane's
 /// thread (which stops the others), then the counters.
 struct VhostPoll {
     _registration: Registration<shared::Shared>,
+    _cpus_watch: CpuListWatch,
     _first: KThread,
     _stats: Option<stats::Stats>,
 }
 
 impl kernel::Module for VhostPoll {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+    fn init(module: &'static ThisModule) -> Result<Self> {
         // The thread first: the shared state keeps its task, to wake it.
         let handoff = handoff::Handoff::new()?;
         let thread_handoff = handoff.clone();
@@ -91,6 +101,9 @@ impl kernel::Module for VhostPoll {
         let shared = shared::Shared::new(first.task().into())?;
         handoff.give(shared.clone());
         shared.first.waker.wake();
+        let cpus_watch = module_parameters::poll_cpus
+            .watch(module, first.task().into())
+            .inspect_err(|e| pr_err!("cannot follow poll_cpus and CPU hotplug: {:?}\n", e))?;
         let stats = stats::Stats::new(&shared)
             .inspect_err(|e| pr_warn!("no counters in debugfs: {:?}\n", e))
             .ok();
@@ -107,6 +120,7 @@ impl kernel::Module for VhostPoll {
         );
         Ok(VhostPoll {
             _registration: registration,
+            _cpus_watch: cpus_watch,
             _first: first,
             _stats: stats,
         })

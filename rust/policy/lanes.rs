@@ -40,6 +40,31 @@ pub(super) fn place(threads: impl IntoIterator<Item = ThreadLoad>) -> Option<usi
         .map(|(i, _)| i)
 }
 
+/// Which CPU lane `lane` runs on, with `poll_cpus` listing `listed` (in
+/// ascending order) and `online` telling which CPUs are online now: the
+/// lanes go one per listed CPU, in order, and start again at the first
+/// when there are more lanes than CPUs; a lane whose CPU is offline takes
+/// the next online one of the list, wrapping. `None` (anywhere a kernel
+/// thread may run) for an empty list, or one with no CPU online.
+///
+/// So a CPU going offline moves only the lanes that ran on it, and its
+/// coming back brings them back.
+pub fn lane_cpu<I>(lane: usize, listed: I, online: impl Fn(u32) -> bool) -> Option<u32>
+where
+    I: Iterator<Item = u32> + Clone,
+{
+    let n = listed.clone().count();
+    if n == 0 {
+        return None;
+    }
+    let first = lane % n;
+    listed
+        .clone()
+        .skip(first)
+        .chain(listed.take(first))
+        .find(|&cpu| online(cpu))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +97,36 @@ mod tests {
         assert_eq!(place([load(0, true), load(3, false)]), Some(1));
         assert_eq!(place([load(0, true), load(0, true)]), None);
         assert_eq!(place([]), None);
+    }
+
+    #[test]
+    fn lanes_go_one_per_listed_cpu_in_order() {
+        let listed = [2u32, 3, 5];
+        let all = |_| true;
+        let cpus: Vec<_> = (0..5)
+            .map(|l| lane_cpu(l, listed.iter().copied(), all))
+            .collect();
+        assert_eq!(cpus, [Some(2), Some(3), Some(5), Some(2), Some(3)]);
+    }
+
+    #[test]
+    fn no_list_or_nothing_online_is_anywhere() {
+        assert_eq!(lane_cpu(0, [].iter().copied(), |_| true), None);
+        assert_eq!(lane_cpu(1, [1u32, 2].iter().copied(), |_| false), None);
+    }
+
+    #[test]
+    fn an_offline_cpu_moves_only_its_lanes_to_the_next_listed() {
+        let listed = [0u32, 1, 2];
+        let up = |cpu| cpu != 1;
+        let cpus: Vec<_> = (0..3)
+            .map(|l| lane_cpu(l, listed.iter().copied(), up))
+            .collect();
+        assert_eq!(cpus, [Some(0), Some(2), Some(2)]);
+        // The last listed CPU offline wraps to the first.
+        let up = |cpu| cpu != 2;
+        assert_eq!(lane_cpu(2, listed.iter().copied(), up), Some(0));
+        // And back once it is online again.
+        assert_eq!(lane_cpu(1, listed.iter().copied(), |_| true), Some(1));
     }
 }

@@ -36,7 +36,7 @@ mod scenarios;
 
 pub use cpu::{Contention, Pause};
 pub use lane::{AfterPass, LanePolicy, PassSeen};
-pub use lanes::{ThreadLoad, THREADS_MAX};
+pub use lanes::{lane_cpu, ThreadLoad, THREADS_MAX};
 pub use params::Params;
 pub use rate::Kicks;
 pub use time::Jiffy;

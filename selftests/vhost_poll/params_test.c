@@ -2,7 +2,8 @@
 /*
  * vhost_poll module parameters: values given at load time, reading and
  * writing them at run time through sysfs, rejection of bad values (the
- * old value kept), and unloading and reloading the module.
+ * old value kept), the CPU list poll_cpus, and unloading and reloading
+ * the module.
  */
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
@@ -51,6 +52,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_stop_idle_max", "16\n");
 	EXPECT_PARAM("poll_min_gain", "16\n");
 	EXPECT_PARAM("poll_threads", "1\n");
+	EXPECT_PARAM("poll_cpus", "\n");
 }
 
 TEST_F(loaded, permissions_0644)
@@ -59,11 +61,13 @@ TEST_F(loaded, permissions_0644)
 	struct stat st;
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(params); i++) {
-		snprintf(path, sizeof(path), VP_PARAMS "%s", params[i]);
+	for (i = 0; i <= ARRAY_SIZE(params); i++) {
+		const char *name = i < ARRAY_SIZE(params) ? params[i] : "poll_cpus";
+
+		snprintf(path, sizeof(path), VP_PARAMS "%s", name);
 		ASSERT_EQ(0, stat(path, &st));
 		EXPECT_EQ(0644, st.st_mode & 07777) {
-			TH_LOG("%s has mode %o", params[i], st.st_mode & 07777);
+			TH_LOG("%s has mode %o", name, st.st_mode & 07777);
 		}
 		EXPECT_EQ(0, st.st_uid);
 	}
@@ -122,6 +126,86 @@ TEST_F(loaded, write_empty_keeps_value)
 	EXPECT_PARAM("poll_start_rate", "9\n");
 }
 
+/* One past the last possible CPU, as a string (the possible list ends
+ * with its highest number).
+ */
+static void past_possible(char *buf, size_t len)
+{
+	char possible[64];
+	const char *p;
+	int last = 99999;
+
+	if (!vp_read_line("/sys/devices/system/cpu/possible", possible, sizeof(possible))) {
+		p = possible + strlen(possible);
+		while (p > possible && p[-1] >= '0' && p[-1] <= '9')
+			p--;
+		last = atoi(p);
+	}
+	snprintf(buf, len, "%d", last + 1);
+}
+
+/* The kernel's cpulist syntax; shown with ranges folded. */
+TEST_F(loaded, cpus_write_valid)
+{
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "0\n", 2));
+	EXPECT_PARAM("poll_cpus", "0\n");
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "0-0", 3));
+	EXPECT_PARAM("poll_cpus", "0\n");
+	if (vp_ncpus() >= 2) {
+		ASSERT_EQ(0, vp_param_write("poll_cpus", "1,0", 3));
+		EXPECT_PARAM("poll_cpus", "0-1\n");
+		ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+		EXPECT_PARAM("poll_cpus", "1\n");
+	}
+	/* A newline alone empties it: anywhere. */
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "\n", 1));
+	EXPECT_PARAM("poll_cpus", "\n");
+	/* A zero-length write never reaches the parameter. */
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "0", 1));
+	EXPECT_EQ(0, vp_param_write("poll_cpus", "", 0));
+	EXPECT_PARAM("poll_cpus", "0\n");
+}
+
+TEST_F(loaded, cpus_write_invalid_keeps_value)
+{
+	static const char *const bad[] = { "abc", "-1", "0-", "x0", "1-0", "0,a", "100000" };
+	char past[16];
+	size_t i;
+
+	/* And one past the last possible CPU. */
+	past_possible(past, sizeof(past));
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "0", 1));
+	for (i = 0; i <= ARRAY_SIZE(bad); i++) {
+		const char *v = i < ARRAY_SIZE(bad) ? bad[i] : past;
+
+		EXPECT_EQ(-EINVAL, vp_param_write("poll_cpus", v, strlen(v))) {
+			TH_LOG("poll_cpus accepted \"%s\"", v);
+		}
+		EXPECT_PARAM("poll_cpus", "0\n");
+	}
+}
+
+/* A CPU that is offline cannot be listed, alone or in a range. */
+TEST_F(loaded, cpus_offline_cpu_refused)
+{
+	int kmsg;
+
+	if (vp_ncpus() < 2 || access("/sys/devices/system/cpu/cpu1/online", W_OK))
+		SKIP(return, "no CPU 1 that can go offline (CONFIG_HOTPLUG_CPU)");
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "0", 1));
+	ASSERT_EQ(0, vp_cpu_set_online(1, false));
+	kmsg = vp_kmsg_open();
+	EXPECT_EQ(-EINVAL, vp_param_write("poll_cpus", "1", 1));
+	EXPECT_EQ(-EINVAL, vp_param_write("poll_cpus", "0-1", 3));
+	EXPECT_PARAM("poll_cpus", "0\n");
+	EXPECT_TRUE(kmsg >= 0 && vp_kmsg_has(kmsg, "poll_cpus", "CPU 1 is not online"));
+	if (kmsg >= 0)
+		close(kmsg);
+	ASSERT_EQ(0, vp_cpu_set_online(1, true));
+	EXPECT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	EXPECT_PARAM("poll_cpus", "1\n");
+}
+
 TEST(load_with_values)
 {
 	const char *args =
@@ -138,6 +222,9 @@ TEST(load_with_values)
 	EXPECT_PARAM("poll_stop_idle_max", "40\n");
 	EXPECT_PARAM("poll_threads", "3\n");
 	EXPECT_EQ(0, vp_unload());
+	ASSERT_EQ(0, vp_load("poll_cpus=0"));
+	EXPECT_PARAM("poll_cpus", "0\n");
+	EXPECT_EQ(0, vp_unload());
 }
 
 TEST(load_bad_value_fails)
@@ -150,6 +237,7 @@ TEST(load_bad_value_fails)
 		"poll_stop_idle_max=abc", "poll_stop_idle_max=-1",
 		"poll_min_gain=1x", "poll_min_gain=4294967296",
 		"poll_threads=two", "poll_threads=-1",
+		"poll_cpus=abc", "poll_cpus=0-", "poll_cpus=100000",
 		"poll_start_rate",
 	};
 	const char *why = vp_cannot_run();

@@ -1299,7 +1299,7 @@ static unsigned long long net_busy_loop_run(struct __test_metadata *_metadata)
 	struct vring_drv net, test;
 	int i;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (vp_ncpus() < 2)
 		SKIP(return 0, "needs 2 CPUs: on one, a wake-up ends the busy loop (UML)");
 	if (access("/dev/vhost-net", F_OK) || access("/dev/net/tun", F_OK))
 		SKIP(return 0, "no /dev/vhost-net or /dev/net/tun");
@@ -2325,7 +2325,7 @@ TEST_F(neighbour, starved_thread_hands_back_within_bound)
 	struct vring_drv d;
 	bool spinning = false;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: the spinner on one, the owner on the other");
 	ASSERT_EQ(0, thread_on_0_owners_on_1());
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
@@ -2376,7 +2376,7 @@ TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
 	struct vring_drv d;
 	int polled;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: the spinner on one, the owner on the other");
 	ASSERT_EQ(0, thread_on_0_owners_on_1());
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
@@ -2462,7 +2462,7 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 	pid_t tenant;
 	char c;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: the spinner on one, the owners on the other");
 	ASSERT_EQ(0, thread_on_0_owners_on_1());
 	ASSERT_EQ(0, pipe(ready));
@@ -2818,7 +2818,7 @@ static int rr_run(struct vring_drv *d, unsigned long long *p50, unsigned long lo
 		  unsigned long long *passes)
 {
 	static unsigned long long us[RR_N];
-	bool spin = sysconf(_SC_NPROCESSORS_ONLN) > 1;
+	bool spin = vp_ncpus() > 1;
 	unsigned long long t0, t, start_us;
 	struct vp_worker w0, w1;
 	int i;
@@ -2932,7 +2932,7 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 		 * its round trip is the host's wake-up latency (a p50 of 55,
 		 * 46 and 131 us in one CI run): there the passes tell.
 		 */
-		if (sysconf(_SC_NPROCESSORS_ONLN) > 1)
+		if (vp_ncpus() > 1)
 			EXPECT_GE(2 * p50[0] + 20, p50[phase]);
 		EXPECT_LE(passes[0], 2 * passes[phase]);
 	}
@@ -3053,6 +3053,178 @@ TEST_F_TIMEOUT(neighbour, empty_visit_cost_is_counted, 120)
 	TH_LOG("a visit across owners costs %.1fx one in one address space",
 	       (double)per[1] / (per[0] ? per[0] : 1));
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/*
+ * poll_cpus: where the polling threads run. The tests need two CPUs; the
+ * hotplug one, a CPU 1 that can go offline (the qemu guest).
+ */
+FIXTURE(cpus) {
+	/* CPU 1 was taken offline and must come back. */
+	bool cpu1_down;
+};
+
+FIXTURE_SETUP(cpus)
+{
+	self->cpu1_down = false;
+	teardown_open(_metadata, VRING_TEST);
+	if (vp_ncpus() < 2)
+		SKIP(return, "one CPU: nowhere to place a polling thread but on it");
+}
+
+FIXTURE_TEARDOWN(cpus)
+{
+	if (self->cpu1_down)
+		EXPECT_EQ(0, vp_cpu_set_online(1, true));
+	teardown_close(_metadata);
+}
+
+/*
+ * Wait up to @ms for @n polling threads, thread i allowed on @want[i]
+ * alone (as /proc lists it); what each last showed goes in @seen.
+ */
+static bool threads_on(const char *const *want, int n, unsigned int ms, char seen[][64])
+{
+	unsigned long long t0 = vp_now_ms();
+	struct vp_worker w[8];
+
+	do {
+		int rows = vp_workers(w, 8), ok = 0, i;
+
+		for (i = 0; i < n; i++)
+			snprintf(seen[i], 64, "(no thread)");
+		for (i = 0; i < rows; i++) {
+			unsigned int t = w[i].thread;
+
+			if (t >= (unsigned int)n || vp_task_cpus(w[i].pid, seen[t], 64))
+				continue;
+			ok += !strcmp(seen[t], want[t]);
+		}
+		if (ok == n)
+			return true;
+		vp_sleep_ms(5);
+	} while (vp_now_ms() - t0 < ms);
+	return false;
+}
+
+/*
+ * A write moves the threads at once, asleep or not: one per listed CPU in
+ * order, back to the first when there are more threads; a bad list moves
+ * none; an empty one lets them run anywhere again.
+ */
+TEST_F(cpus, threads_follow_the_list)
+{
+	const char *const spread[] = { "0", "1" }, *const on1[] = { "1", "1" };
+	const char *anywhere[2];
+	char possible[64], seen[2][64];
+
+	ASSERT_EQ(0, vp_read_line("/sys/devices/system/cpu/possible", possible,
+				  sizeof(possible)));
+	anywhere[0] = possible;
+	anywhere[1] = possible;
+	ASSERT_EQ(0, vp_param_set("poll_threads", 2));
+	/* The write wakes the first thread, which starts the second. */
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "0-1\n", 4));
+	EXPECT_TRUE(threads_on(spread, 2, 2000, seen)) {
+		TH_LOG("poll_cpus=0-1: threads on %s and %s", seen[0], seen[1]);
+	}
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	EXPECT_TRUE(threads_on(on1, 2, 2000, seen)) {
+		TH_LOG("poll_cpus=1: threads on %s and %s", seen[0], seen[1]);
+	}
+	EXPECT_EQ(-EINVAL, vp_param_write("poll_cpus", "0-x", 3));
+	vp_sleep_ms(50);
+	EXPECT_TRUE(threads_on(on1, 2, 0, seen)) {
+		TH_LOG("a refused list moved them: %s and %s", seen[0], seen[1]);
+	}
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "\n", 1));
+	EXPECT_TRUE(threads_on(anywhere, 2, 2000, seen)) {
+		TH_LOG("poll_cpus empty: threads on %s and %s, not %s", seen[0], seen[1],
+		       possible);
+	}
+}
+
+/*
+ * On a CPU of its own (poll_cpus=1, the owner, its worker and the driver
+ * on CPU 0), the thread is never contended: it refuses no start and hands
+ * nothing back, however busy CPU 0 is. (It may step aside for the
+ * kernel's own work on CPU 1, which a CPU not isolated has: that is
+ * counted, not asserted.)
+ */
+TEST_F(cpus, own_cpu_is_never_contended)
+{
+	const char *const on1[] = { "1" };
+	struct vp_worker w0, w1;
+	struct vp_vq_row s0, s1;
+	char seen[1][64];
+	struct vring_drv d;
+	int polled;
+
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(0, vp_worker(&w0));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s0, NULL));
+	/* Half a second of CPU 0 kept busy by the stream. */
+	ASSERT_EQ(0, vring_stream(&d, 20000, 1, STALL_MS));
+	ASSERT_EQ(0, vp_worker(&w1));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s1, &polled));
+	EXPECT_EQ(1, polled);
+	EXPECT_EQ(s0.exits, s1.exits);
+	EXPECT_EQ(s0.refused, s1.refused);
+	EXPECT_EQ(w0.refused, w1.refused);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	TH_LOG("%llu passes, %llu asides, %llu exits while CPU 0 streamed",
+	       w1.passes - w0.passes, w1.asides - w0.asides, s1.exits - s0.exits);
+	vring_close(&d);
+}
+
+/*
+ * The listed CPU goes offline under the polling thread while it polls a
+ * ring, and comes back: the thread leaves it before it goes (it may then
+ * run anywhere, the list having no other CPU), the ring stays served, and
+ * the thread returns to the CPU once it is online.
+ */
+TEST_F(cpus, listed_cpu_goes_offline_and_comes_back)
+{
+	const char *const on1[] = { "1" };
+	const char *anywhere[1];
+	char possible[64], seen[1][64];
+	struct vp_worker w;
+	struct vring_drv d;
+
+	if (access("/sys/devices/system/cpu/cpu1/online", W_OK))
+		SKIP(return, "CPU 1 cannot go offline here (CONFIG_HOTPLUG_CPU)");
+	ASSERT_EQ(0, vp_read_line("/sys/devices/system/cpu/possible", possible,
+				  sizeof(possible)));
+	anywhere[0] = possible;
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(0, vp_worker(&w));
+
+	ASSERT_EQ(0, vp_cpu_set_online(1, false));
+	self->cpu1_down = true;
+	EXPECT_TRUE(threads_on(anywhere, 1, 2000, seen)) {
+		TH_LOG("CPU 1 offline: thread on %s, not %s", seen[0], possible);
+	}
+	EXPECT_EQ(0, vp_task_cpu(w.pid));
+	/* Served meanwhile, by the thread or, handed back, by kicks. */
+	EXPECT_EQ(0, vring_stream(&d, 2000, 1, STALL_MS));
+
+	ASSERT_EQ(0, vp_cpu_set_online(1, true));
+	self->cpu1_down = false;
+	EXPECT_TRUE(threads_on(on1, 1, 2000, seen)) {
+		TH_LOG("CPU 1 back: thread on %s, not 1", seen[0]);
+	}
+	EXPECT_EQ(1, vp_task_cpu(w.pid));
+	EXPECT_EQ(0, vring_stream(&d, 2000, 1, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
 }
 
 int main(int argc, char **argv)

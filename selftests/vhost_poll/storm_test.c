@@ -253,7 +253,7 @@ static void chunk_rest(void)
 	static int cpus;
 
 	if (!cpus)
-		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		cpus = vp_ncpus();
 	if (cpus < 2)
 		vp_sleep_us(100);
 }

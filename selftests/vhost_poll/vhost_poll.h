@@ -251,6 +251,99 @@ struct vp_vq_row {
 /* A row of the vqs file: the ten first columns are in every version. */
 #define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu"
 
+/* CPUs online now (1 if it cannot tell). */
+static inline int vp_ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+/* The first line of @path, without its newline, into @buf: 0, or -errno. */
+static inline int vp_read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, (int)len, f))
+		ret = ferror(f) ? -EIO : -ENODATA;
+	fclose(f);
+	if (!ret)
+		buf[strcspn(buf, "\n")] = 0;
+	return ret;
+}
+
+/* The CPUs task @pid may run on, as the kernel lists them ("0-1"): 0, or
+ * -errno.
+ */
+static inline int vp_task_cpus(int pid, char *buf, size_t len)
+{
+	static const char key[] = "Cpus_allowed_list:";
+	char path[64], line[256];
+	int ret = -ENODATA;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, sizeof(key) - 1))
+			continue;
+		const char *v = line + sizeof(key) - 1;
+
+		snprintf(buf, len, "%s", v + strspn(v, " \t"));
+		buf[strcspn(buf, "\n")] = 0;
+		ret = 0;
+		break;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* The CPU task @pid runs on, or last ran on (field 39 of its stat), or
+ * -errno.
+ */
+static inline int vp_task_cpu(int pid)
+{
+	char path[64], line[1024], *p;
+	int field, cpu = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (vp_read_line(path, line, sizeof(line)))
+		return -ENOENT;
+	/* After the command, which may hold spaces, field 3 (the state). */
+	p = strrchr(line, ')');
+	if (!p)
+		return -EPROTO;
+	p++;
+	for (field = 3; field < 39 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %d", &cpu) != 1)
+		return -EPROTO;
+	return cpu;
+}
+
+/* Takes CPU @cpu offline, or brings it back: 0, or -errno (-ENOENT where
+ * it cannot go offline).
+ */
+static inline int vp_cpu_set_online(int cpu, bool online)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, online ? "1" : "0", 1) != 1)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
 /* Read the rows of the vqs file; returns how many, or -errno. */
 static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 {
@@ -322,6 +415,10 @@ struct vp_worker {
 	unsigned int thread;
 	/* Visits in passes that found no work, and their time (ns). */
 	unsigned long long empty_visits, empty_visit_ns;
+	/* Times it stepped aside for others waiting for its CPU, and the
+	 * starts it refused (the first thread's).
+	 */
+	unsigned long long asides, refused;
 };
 
 /* Read the rows of the worker file (a polling thread each); returns how
@@ -329,7 +426,7 @@ struct vp_worker {
  */
 static inline int vp_workers(struct vp_worker *w, int max)
 {
-	unsigned long long asides, aside_us, refused;
+	unsigned long long aside_us;
 	char line[256];
 	FILE *f = fopen(VP_DEBUGFS "worker", "re");
 	int n = 0;
@@ -344,8 +441,8 @@ static inline int vp_workers(struct vp_worker *w, int max)
 		memset(&w[n], 0, sizeof(w[n]));
 		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
-			   &w[n].mm_switches, &w[n].polled_vqs, &asides,
-			   &aside_us, &refused, &w[n].thread, &w[n].empty_visits,
+			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].asides,
+			   &aside_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
 			   &w[n].empty_visit_ns) < 6)
 			continue;
 		n++;

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Where a lane's thread runs: on the CPU `poll_cpus` gives it
+//! (`policy::lane_cpu`), or, with the list empty, wherever the scheduler
+//! and the administrator put it.
+//!
+//! Each thread places itself, between passes: so a change reaches a
+//! thread that polls within one pass. A write of `poll_cpus`, and a CPU
+//! that comes online or starts going offline, change the list's
+//! generation and wake the first lane (`CpuListParam::watch`), which
+//! wakes the others (`Placement::follow` says when); so a thread with
+//! nothing to poll moves too. A CPU on its way offline counts as offline
+//! already, so its threads leave it before it goes; and a thread the
+//! scheduler moved off its CPU anyway is seen where it runs, and placed
+//! again.
+
+use crate::policy::lane_cpu;
+use kernel::{cpu, kthread, prelude::*};
+
+/// What a lane's thread last saw of the list and the CPUs.
+pub(crate) struct Placement {
+    /// The list's generation it was placed for, and whether that
+    /// placement worked; `None` before the first.
+    seen: Option<(u32, bool)>,
+    /// Whether the thread's affinity is this module's: it was placed on
+    /// a list, and not let go since the list emptied.
+    placed: bool,
+    /// The CPU it was placed on, if one.
+    cpu: Option<u32>,
+}
+
+impl Placement {
+    /// A thread not placed yet.
+    pub(crate) const fn new() -> Self {
+        Self {
+            seen: None,
+            placed: false,
+            cpu: None,
+        }
+    }
+
+    /// Whether `poll_cpus` was written, or a CPU came or started going,
+    /// since the thread last placed itself: then it must not sleep before
+    /// it places itself again (a wake-up just before it sleeps finds it
+    /// running).
+    pub(crate) fn is_stale(&self) -> bool {
+        self.seen.map(|(g, _)| g) != Some(crate::module_parameters::poll_cpus.generation())
+    }
+
+    /// Places the thread of lane `index`, if the list or the online CPUs
+    /// changed since it last did, or its last placement failed, or it no
+    /// longer runs where it was placed. Returns whether the list or the
+    /// online CPUs changed: the first lane then wakes the others, which
+    /// may be asleep. May sleep.
+    pub(crate) fn follow(&mut self, index: usize) -> bool {
+        let param = &crate::module_parameters::poll_cpus;
+        let now = param.generation();
+        let moved = self.cpu.is_some_and(|c| c != cpu::current());
+        if self.seen == Some((now, true)) && !moved {
+            return false;
+        }
+        let changed = self.seen.map(|(g, _)| g) != Some(now);
+        // The list may change again after `now` was read: then its
+        // generation changed too, and the next call places again.
+        let set = match param.cpus(&crate::THIS_MODULE) {
+            Ok(set) => set,
+            Err(e) => {
+                pr_warn!("poll_cpus: cannot read the list: {:?}\n", e);
+                self.seen = Some((now, false));
+                return changed;
+            }
+        };
+        if set.is_empty() && !self.placed {
+            // Never placed: where the thread runs is the administrator's.
+            self.seen = Some((now, true));
+            return changed;
+        }
+        let target = lane_cpu(index, set.iter(), |c| param.online(c));
+        match kthread::run_on(target) {
+            Ok(()) => {
+                self.seen = Some((now, true));
+                self.placed = !set.is_empty();
+                self.cpu = target;
+            }
+            Err(_) => {
+                // `target` went offline since it was chosen: the next
+                // call places again.
+                self.seen = Some((now, false));
+                self.cpu = None;
+            }
+        }
+        changed
+    }
+}
