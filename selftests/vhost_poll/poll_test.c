@@ -2635,40 +2635,53 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 {
 	const unsigned int frames = 400, gap_us = 2500;
 	struct vp_vq_row a, b, c;
-	unsigned int i;
+	unsigned int i, try, sent = 0;
 
-	ASSERT_EQ(0, rx_poll(&self->d));
-	/* A second with no frame. */
-	ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &a, NULL));
-	vp_sleep_ms(1000);
-	ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &b, NULL));
-	/* 400 frames in a second, the ring refilled as they are used. */
-	for (i = 1; i <= frames; i++) {
-		unsigned long long t0 = vp_now_us();
+	for (try = 1; try <= 3; try++) {
+		ASSERT_EQ(0, rx_poll(&self->d));
+		/* A second with no frame. */
+		ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &a, NULL));
+		vp_sleep_ms(1000);
+		ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &b, NULL));
+		/* 400 frames in a second, the ring refilled as they are used. */
+		for (i = 1; i <= frames; i++) {
+			unsigned long long t0 = vp_now_us();
 
-		ASSERT_EQ(0, rx_send(self->s, &self->to, i));
-		/* Asleep between frames: on one CPU a spin would hold the
-		 * device's worker, and simulated time moves only when idle.
-		 */
-		do {
-			vp_sleep_us(gap_us / 5);
+			ASSERT_EQ(0, rx_send(self->s, &self->to, ++sent));
+			/* Asleep between frames: on one CPU a spin would hold
+			 * the device's worker, and simulated time moves only
+			 * when idle.
+			 */
+			do {
+				vp_sleep_us(gap_us / 5);
+				if (vring_reap(&self->d))
+					vring_post(&self->d, self->d.num);
+			} while (vp_now_us() - t0 < gap_us);
+		}
+		for (i = 0; i < 100 && rx_seen.frames < sent; i++) {
+			vp_sleep_ms(10);
 			if (vring_reap(&self->d))
 				vring_post(&self->d, self->d.num);
-		} while (vp_now_us() - t0 < gap_us);
+		}
+		ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &c, NULL));
+		TH_LOG("no frame for 1 s: the poller queued the handler %llu times, %llu empty",
+		       b.queued - a.queued, b.empty_polls - a.empty_polls);
+		TH_LOG("%u frames in 1 s: %llu arrived in all, %llu wrong, %llu of the host's own;",
+		       frames, rx_seen.frames, rx_seen.bad, rx_seen.other);
+		TH_LOG("queued by the poller %llu times, %llu visits after work, %llu entries",
+		       c.queued - b.queued, c.poll_work - b.poll_work, c.enters - b.enters);
+		/*
+		 * A pause of the guest longer than vhost's watchdog bound
+		 * (seen under TCG) hands the ring back, and a receive ring
+		 * kept full is not kicked into poll mode again: the phases
+		 * were then not the poller's. Again, from a polled ring.
+		 */
+		if (c.stalls == a.stalls)
+			break;
+		TH_LOG("try %u: the watchdog handed the ring back %llu times: again",
+		       try, c.stalls - a.stalls);
 	}
-	for (i = 0; i < 100 && rx_seen.frames < frames; i++) {
-		vp_sleep_ms(10);
-		if (vring_reap(&self->d))
-			vring_post(&self->d, self->d.num);
-	}
-	ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &c, NULL));
-	TH_LOG("no frame for 1 s: the handler queued by the poller %llu times, %llu empty polls",
-	       b.queued - a.queued, b.empty_polls - a.empty_polls);
-	TH_LOG("%u frames in 1 s: %llu arrived, %llu wrong, %llu of the host's own;",
-	       frames, rx_seen.frames, rx_seen.bad, rx_seen.other);
-	TH_LOG("queued by the poller %llu times, %llu visits after work, %llu entries",
-	       c.queued - b.queued, c.poll_work - b.poll_work, c.enters - b.enters);
-	EXPECT_EQ(frames, rx_seen.frames);
+	EXPECT_EQ(sent, rx_seen.frames);
 	EXPECT_EQ(0, rx_seen.bad);
 	/* Each buffer used once at most; those still posted wait for frames. */
 	EXPECT_EQ(0, self->d.bad_id + self->d.dup);
@@ -2679,6 +2692,7 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 	/* The frames it takes are its work, and it does not churn. */
 	EXPECT_LT(0, c.poll_work - b.poll_work);
 	EXPECT_GE(5, c.enters - b.enters);
+	EXPECT_EQ(a.stalls, c.stalls);
 }
 
 /* The dummy device a back-pressured tap's frames are held on. */
