@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """vhost-poll benchmark: the part that runs in the guest, and the report.
 
-  bench.py run OUT [--quick] [--reps N] [--stop-idle J]
+  bench.py run OUT [--quick] [--reps N] [--stop-idle J] [--cells L] [--regimes R]
         in the guest: every cell and the probes; raw figures to OUT/raw.json
   bench.py report OUT [--command CMD]
         on the host: OUT/results.json, results.md, results.rst, chart.png,
@@ -34,10 +34,26 @@ GUEST_MODES = ("notify", "hooked", "poll")
 # The nested boot takes 30 to 50 s under TCG within TCG.
 BOOT_LIMIT_S = 600
 
-MODES = ("notify", "hooked", "poll", "poll2", "busyloop")
+MODES = ("notify", "hooked", "poll", "poll2", "pollall", "busyloop")
 # Poll mode with two polling threads (poll_threads=2), on the cells with
 # more than one device.
 POLL_MODES = ("poll", "poll2")
+# pollall: poll mode that keeps every queue it polls (poll_min_gain 0),
+# on the rr cells: the latency polling can give, whatever it costs.
+POLLING = POLL_MODES + ("pollall",)
+# The modes with vhost_poll loaded.
+LOADED = ("hooked",) + POLLING
+# poll_min_gain's default, which every mode but pollall runs with.
+MIN_GAIN = 16
+# Where the cells run. shared: everything on every vCPU. core: the
+# polling threads alone on the last vCPU (poll_cpus), the drivers, their
+# vhost workers and the nested guests on the others, in every mode (the
+# last vCPU then idle in the modes without polling).
+REGIMES = ("shared", "core")
+# The cells the core regime runs when --cells does not say (to keep the
+# full run under 50 minutes): stream at batch 16, rr, the nested guests.
+CORE_CELLS = ("test:stream:16:*", "test:rr:*:*", "net:stream:16:*", "net:rr:*:*",
+              "guest:*:*:*")
 # The rate that polls under every workload here: one kick in a jiffy. A
 # stream that the device keeps up with kicks rarely (event index), and
 # a higher rate left such queues in notification mode.
@@ -65,17 +81,185 @@ def set_param(name, value):
         f.write(f"{value}\n")
 
 
-def set_mode(mode, stop_idle):
-    """Load or unload vhost_poll for @mode."""
-    want = mode in ("hooked",) + POLL_MODES
+def cpulist(cpus):
+    """A set of CPUs in the kernel's cpulist syntax: {0, 1, 2, 5} is "0-2,5"."""
+    runs = []
+    for c in sorted(cpus):
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def parse_cpulist(text):
+    """The set of CPUs of a cpulist ("0-2,5"); empty for ""."""
+    cpus = set()
+    for part in filter(None, text.strip().split(",")):
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def regime_cpus(regime, ncpus=None):
+    """(the polling threads' CPUs, everything else's) in @regime, of @ncpus
+    (this machine's by default): the last and the others in core, every one
+    for both in shared."""
+    cpus = set(range(ncpus or os.cpu_count()))
+    last = {max(cpus)}
+    return (last, cpus - last) if regime == "core" else (cpus, cpus)
+
+
+def poll_cpus(regime):
+    """poll_cpus in @regime: the last vCPU in core, empty (anywhere) in shared."""
+    return cpulist(regime_cpus(regime)[0]) if regime == "core" else ""
+
+
+def enter_regime(regime):
+    """Start what follows (drivers, nested guests, generators) on @regime's
+    CPUs for all but the polling threads, and return those: a child starts
+    with the affinity of the thread that starts it, so this thread's is set
+    (not a preexec_fn: that is not safe beside the run limit's timer)."""
+    cpus = regime_cpus(regime)[1]
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+def set_poll_cpus(regime):
+    """Place the polling threads for @regime (poll_cpus; an empty list lets
+    them run anywhere again). A module without poll_cpus (an older one,
+    with --rev) runs the shared regime only."""
+    want = poll_cpus(regime)
+    try:
+        with open(PARAMS + "poll_cpus") as f:
+            had = f.read().strip()
+    except FileNotFoundError:
+        if want:
+            raise SystemExit("the core regime needs vhost_poll's poll_cpus, which this "
+                             "module has not: --regimes shared")
+        return
+    if had != want:
+        set_param("poll_cpus", want)
+
+
+def set_mode(mode, stop_idle, regime="shared"):
+    """Load or unload vhost_poll for @mode, its threads placed for @regime."""
+    want = mode in LOADED
     if not want and loaded():
         sh("rmmod", "vhost_poll")
     if want and not loaded():
-        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0")
+        # Placed from the start in the core regime.
+        cpus = [f"poll_cpus={poll_cpus(regime)}"] if poll_cpus(regime) else []
+        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0", *cpus)
     if want:
+        set_poll_cpus(regime)
         set_param("poll_stop_idle", stop_idle)
         set_param("poll_threads", 2 if mode == "poll2" else 1)
-        set_param("poll_start_rate", POLL_RATE if mode in POLL_MODES else 0)
+        set_param("poll_min_gain", 0 if mode == "pollall" else MIN_GAIN)
+        set_param("poll_start_rate", POLL_RATE if mode in POLLING else 0)
+
+
+# ------------------------------------------------------- tasks and their CPUs
+
+def comm(path):
+    """The name of the task at @path (/proc/PID or /proc/PID/task/TID), or
+    None when it is gone."""
+    try:
+        with open(path + "/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def threads_of(pid):
+    """The threads of process @pid, as (its own, its vhost workers): tids;
+    the workers are those named vhost-TID (vhost_task, TID its owner's
+    thread). Empty when it is gone."""
+    own, workers = [], []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return own, workers
+    for tid in tids:
+        name = comm(f"/proc/{pid}/task/{tid}")
+        if name is not None:
+            (workers if name.startswith("vhost-") else own).append(int(tid))
+    return own, workers
+
+
+def owned_tasks(pids):
+    """The tasks that run for processes @pids, as (their threads, their vhost
+    workers): the workers are their threads named vhost-PID, and any kernel
+    thread of that name."""
+    own, workers = [], []
+    for pid in pids:
+        o, w = threads_of(pid)
+        own += o
+        workers += w
+    names = {f"vhost-{pid}" for pid in pids}
+    workers += [int(p) for p in os.listdir("/proc") if p.isdigit() and comm(f"/proc/{p}") in names]
+    return own, workers
+
+
+def pin(tids, cpus):
+    """Let tasks @tids run on @cpus only. A task gone, or one the kernel
+    keeps where it is, is left: cpus_seen() records where each may run."""
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+
+
+def pin_owned(pids, cpus):
+    """pin() every task that runs for processes @pids (owned_tasks())."""
+    own, workers = owned_tasks(pids)
+    pin(own + workers, cpus)
+
+
+def allowed(tid):
+    """Where task @tid may run: Cpus_allowed_list of /proc/TID/status, or
+    None when it is gone."""
+    try:
+        with open(f"/proc/{tid}/status") as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def last_cpu(tid):
+    """The CPU task @tid ran on last (field 39 of /proc/TID/stat), or None."""
+    try:
+        with open(f"/proc/{tid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpus_seen(pids):
+    """Where the tasks of a run may run: the distinct Cpus_allowed_list of
+    the threads of processes @pids ("drivers"), of their vhost workers
+    ("workers") and of the polling threads ("pollers"; none without
+    vhost_poll), and the CPUs the polling threads ran on last."""
+    own, workers = owned_tasks(pids)
+    pollers = worker_counters().get("pids", [])
+
+    def lists(tids):
+        return sorted({a for a in map(allowed, tids) if a is not None})
+    return {"drivers": lists(own), "workers": lists(workers), "pollers": lists(pollers),
+            "pollers_ran": sorted({c for c in map(last_cpu, pollers) if c is not None})}
+
+
+def merge_cpus(seen):
+    """cpus_seen() of a cell's runs in one: everything any of them saw."""
+    out = {}
+    for s in seen:
+        for k, v in s.items():
+            out.setdefault(k, set()).update(v)
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def polled_vqs():
@@ -84,11 +268,14 @@ def polled_vqs():
     return c.get("polled_vqs", -1)
 
 
-def run_drivers(specs, limit_s, want_polled=0):
+def run_drivers(specs, limit_s, want_polled=0, cpus=None):
     """Start one driver per spec (a list of arguments), all set up before
     any starts, and start them together; returns their JSON figures, in
-    order, and how many vqs were polled at the start (waiting up to 2 s
-    for @want_polled of them). Raises RuntimeError
+    order, how many vqs were polled at the start (waiting up to 2 s
+    for @want_polled of them), and with @cpus where the tasks could run
+    (cpus_seen(), after the measured second). With @cpus, every task of
+    the drivers, their vhost workers too, is pinned there once they are set
+    up (they start there already: enter_regime()). Raises RuntimeError
     when a driver fails; a driver still running after @limit_s seconds is
     killed."""
     procs = []
@@ -101,6 +288,8 @@ def run_drivers(specs, limit_s, want_polled=0):
         for p in procs:
             if p.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"{' '.join(p.args)}: did not get ready")
+        if cpus:
+            pin_owned([p.pid for p in procs], cpus)
         # A driver is ready once its own kicks are served; the thread
         # may start polling its queue a moment later (with hundreds of
         # drivers, seconds later under TCG).
@@ -119,7 +308,9 @@ def run_drivers(specs, limit_s, want_polled=0):
             if not line:
                 raise RuntimeError(f"{' '.join(p.args)}: printed no figures")
             out.append(json.loads(line))
-        return out, polled
+        # The drivers hold their devices until stdin closes: all are there.
+        seen = cpus_seen([p.pid for p in procs]) if cpus else None
+        return out, polled, seen
     finally:
         timer.cancel()
         for p in procs:
@@ -153,14 +344,17 @@ def worker_counters():
     return out
 
 
-def run_cell(raw, key, rec, specs, limit_s, want_polled=0):
+def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
     """run_drivers() for one record of raw[@key]; a failure is recorded
     with its reason, and the run goes on. The thread's counters that
     moved during the run (step-aside sleeps, refused starts, entries)
-    are kept with it."""
+    are kept with it, and with @cpus where its tasks could run."""
     before = worker_counters()
     try:
-        rec["drivers"], rec["polled_vqs_at_start"] = run_drivers(specs, limit_s, want_polled)
+        rec["drivers"], rec["polled_vqs_at_start"], seen = run_drivers(
+            specs, limit_s, want_polled, cpus)
+        if seen:
+            rec["cpus"] = seen
     except (RuntimeError, ValueError, OSError) as e:
         log(f"error: {e}")
         rec["error"] = str(e)
@@ -199,12 +393,43 @@ def cell_wanted(cells, dev, workload, batch, ndev):
                for pat in cells)
 
 
-def guest_run(out_dir, quick, reps, stop_idle, cells=()):
+def regime_modes(regime, modes):
+    """The modes of a cell in @regime: in core no hooked (the hook's cost
+    is the hook-cost probe's, and nothing polls) and no poll2 (the polling
+    threads have one core)."""
+    return modes if regime == "shared" else tuple(m for m in modes
+                                                  if m not in ("hooked", "poll2"))
+
+
+def regime_groups(groups, regimes, core_cells):
+    """Each cell group (DEV, WORKLOAD, BATCH, NDEV, modes) in each of
+    @regimes, the regime put first: in core only the cells @core_cells
+    matches that have notification mode to compare with."""
+    out = []
+    for g in groups:
+        for regime in regimes:
+            modes = regime_modes(regime, g[4])
+            if regime == "shared" or ("notify" in modes and cell_wanted(core_cells, *g[:4])):
+                out.append((regime,) + g[:4] + (modes,))
+    return out
+
+
+def rotations(groups):
+    """Each group's index among its regime's groups: what rotated() turns
+    its modes by, in the shared regime as before there were regimes."""
+    seen, out = {}, []
+    for g in groups:
+        seen[g[0]] = seen.get(g[0], -1) + 1
+        out.append(seen[g[0]])
+    return out
+
+
+def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=REGIMES):
     if quick:
         warm, dur, idle_s, crowd = 100, 300, 1, 4
         reps = reps or 1
         groups = [("test", "stream", 16, 1, ("notify", "hooked", "poll")),
-                  ("net", "rr", 1, 1, ("notify", "poll", "busyloop")),
+                  ("net", "rr", 1, 1, ("notify", "poll", "pollall", "busyloop")),
                   ("test", "stream", 1, 4, POLL_MODES),
                   ("guest", "stream", 1, 1, GUEST_MODES),
                   ("guest", "rr", 1, 1, GUEST_MODES)]
@@ -217,8 +442,10 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
             for workload, batch in (("stream", 1), ("stream", 16), ("stream", 64), ("rr", 1)):
                 for ndev in (1, 4, 16):
                     # Two polling threads where there is more than one
-                    # device; vhost-net's busy loop for vhost-net.
+                    # device; always-poll for rr; vhost-net's busy loop
+                    # for vhost-net.
                     modes = (("notify", "hooked", "poll") + (("poll2",) if ndev > 1 else ()) +
+                             (("pollall",) if workload == "rr" else ()) +
                              (("busyloop",) if dev == "net" else ()))
                     if cell_wanted(cells, dev, workload, batch, ndev):
                         groups.append((dev, workload, batch, ndev, modes))
@@ -231,6 +458,9 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
         guest_ms = 5000
         if not groups:
             raise SystemExit(f"--cells {','.join(cells)}: no cell matches")
+    # The cells --cells names run in every regime; without it, the core
+    # regime runs CORE_CELLS (every quick cell with --quick).
+    groups = regime_groups(groups, regimes, () if quick else cells or CORE_CELLS)
     # vhost is a module in the x86_64 guest: vhost_test.ko needs it first.
     for mod in ("vhost", "vhost_net"):
         if not os.path.exists("/sys/module/" + mod):
@@ -247,7 +477,8 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
                     "kernel": os.uname().release, "ncpus": os.cpu_count(), "hz": hz,
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
-                    "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s},
+                    "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s,
+                    "regimes": list(regimes), "core_poll_cpus": poll_cpus("core")},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
@@ -263,20 +494,25 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=()):
                      [cell_args(dev, wl, 16, mode, 0, 200) for wl in ("stream", "rr")], 60)
     # The modes of a cell run back to back, in an order that rotates, so
     # that drift in a shared machine's speed touches every mode alike.
-    guest_groups = [g for g in groups if g[0] == "guest"]
-    groups = [g for g in groups if g[0] != "guest"]
-    ncells = sum(len(g[4]) for g in groups)
+    guest_groups = [g for g in groups if g[1] == "guest"]
+    groups = [g for g in groups if g[1] != "guest"]
+    ncells = sum(len(g[5]) for g in groups)
     for rep in range(reps):
         done = 0
-        for gi, (dev, workload, batch, ndev, modes) in enumerate(groups):
+        for gi, (regime, dev, workload, batch, ndev, modes) in zip(rotations(groups), groups):
+            cpus = enter_regime(regime)
             for mode in rotated(modes, gi, rep):
                 done += 1
-                set_mode(mode, stop_idle)
+                set_mode(mode, stop_idle, regime)
                 log(f"rep {rep + 1}/{reps} {mode:8} {dev:4} {workload:6} batch {batch:2} "
-                    f"x{ndev:<2} ({done}/{ncells}, {time.monotonic() - t_start:.0f} s)")
-                run_cell(raw, "cells", {"device": dev, "workload": workload, "batch": batch,
-                                        "mode": mode, "ndev": ndev, "rep": rep},
-                         [cell_args(dev, workload, batch, mode, warm, dur)] * ndev, limit)
+                    f"x{ndev:<2} {regime:6} ({done}/{ncells}, "
+                    f"{time.monotonic() - t_start:.0f} s)")
+                run_cell(raw, "cells", {"regime": regime, "device": dev, "workload": workload,
+                                        "batch": batch, "mode": mode, "ndev": ndev, "rep": rep},
+                         [cell_args(dev, workload, batch, mode, warm, dur)] * ndev, limit,
+                         cpus=cpus)
+        # The probes run in the shared regime.
+        enter_regime("shared")
         # Idle probe: stream in poll mode, stop, watch the thread go to sleep.
         # The stream is kept polled (poll_min_gain 0): the probe measures
         # how the thread leaves poll mode once the load stops.
@@ -368,23 +604,13 @@ def sched_ns(path):
 
 def qemu_threads_ns(pid):
     """CPU time of a qemu process: (its vhost workers', the rest's), ns."""
-    workers = rest = 0
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
+    own, workers = threads_of(pid)
+    if not own:
         return None, None
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        ns = sched_ns(f"/proc/{pid}/task/{tid}/sched") or 0
-        if comm.startswith("vhost-"):
-            workers += ns
-        else:
-            rest += ns
-    return workers, rest
+
+    def ns(tids):
+        return sum(sched_ns(f"/proc/{pid}/task/{tid}/sched") or 0 for tid in tids)
+    return ns(workers), ns(own)
 
 
 def vq_rows():
@@ -525,6 +751,7 @@ def run_guest_cell(raw, rec, procs, workload, ms):
         rec["drivers"] = [guest_figures(o, rec["mode"], before, after, wall, vqs0, vqs1, p.pid)
                           for o, p in zip(outs, procs)]
         rec["polled_vqs_at_start"] = 0
+        rec["cpus"] = cpus_seen([p.pid for p in procs])
     except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
         log(f"error: {e}")
         rec["error"] = str(e)
@@ -537,19 +764,22 @@ def run_guest_cell(raw, rec, procs, workload, ms):
 def guest_cells(raw, out_dir, groups, reps, stop_idle, ms, t_start):
     """The guest device: for each number of guests, one boot, and under it
     every workload in every mode (the module loaded, reloaded or its rate
-    changed between runs: vhost shows it the devices already open)."""
-    for n in sorted({g[3] for g in groups}):
-        mine = [g for g in groups if g[3] == n]
+    changed between runs: vhost shows it the devices already open), in
+    every regime (every thread of the guests' qemu pinned anew)."""
+    for n in sorted({g[4] for g in groups}):
+        mine = [g for g in groups if g[4] == n]
+        enter_regime("shared")
         set_mode("notify", stop_idle)
         log(f"booting {n} nested guest(s)")
         try:
             procs, boot_s = boot_guests(n, out_dir)
         except RuntimeError as e:
             log(f"error: {e}")
-            for _, workload, batch, _, modes in mine:
+            for regime, _, workload, batch, _, modes in mine:
                 for mode in modes:
-                    raw["cells"].append({"device": "guest", "workload": workload, "batch": batch,
-                                         "mode": mode, "ndev": n, "rep": 0, "error": str(e)})
+                    raw["cells"].append({"regime": regime, "device": "guest",
+                                         "workload": workload, "batch": batch, "mode": mode,
+                                         "ndev": n, "rep": 0, "error": str(e)})
             continue
         log(f"{n} nested guest(s) answered after {boot_s:.1f} s")
         raw["guest_boots"].append({"ndev": n, "seconds": round(boot_s, 1)})
@@ -561,20 +791,24 @@ def guest_cells(raw, out_dir, groups, reps, stop_idle, ms, t_start):
                 subprocess.run([TRAFFIC, "run", guest_addr(i), workload, "200"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            ncells = sum(len(g[4]) for g in mine) * reps
+            ncells = sum(len(g[5]) for g in mine) * reps
             done = 0
             for rep in range(reps):
-                for gi, (dev, workload, batch, _, modes) in enumerate(mine):
+                for gi, (regime, dev, workload, batch, _, modes) in zip(rotations(mine), mine):
+                    cpus = enter_regime(regime)
+                    pin_owned([p.pid for p in procs], cpus)
                     for mode in rotated(modes, gi, rep):
                         done += 1
-                        set_mode(mode, stop_idle)
-                        log(f"rep {rep + 1}/{reps} {mode:8} guest {workload:6} x{n} "
+                        set_mode(mode, stop_idle, regime)
+                        log(f"rep {rep + 1}/{reps} {mode:8} guest {workload:6} x{n} {regime:6} "
                             f"({done}/{ncells}, {time.monotonic() - t_start:.0f} s)")
-                        run_guest_cell(raw, {"device": dev, "workload": workload, "batch": batch,
+                        run_guest_cell(raw, {"regime": regime, "device": dev,
+                                             "workload": workload, "batch": batch,
                                              "mode": mode, "ndev": n, "rep": rep},
                                        procs, workload, ms)
                 save(raw, out_dir)
         finally:
+            enter_regime("shared")
             set_mode("notify", stop_idle)
             stop_guests(procs)
 
@@ -617,8 +851,20 @@ def jain(xs):
     return s * s / (len(xs) * s2) if s2 else None
 
 
-def rep_figures(drivers):
-    """One repetition of one cell: the devices' figures combined."""
+def total_cpu(drivers, poller, loaded):
+    """The CPU (% of one) of everything that ran for @drivers: themselves,
+    their vhost workers and the polling threads (@poller; they count only
+    where vhost_poll is @loaded, and must be known there). None when a
+    part is not known."""
+    own = [d[k] for d in drivers for k in ("driver_cpu_pct", "worker_cpu_pct")]
+    if min(own) < 0 or (loaded and poller is None):
+        return None
+    return sum(own) + (poller or 0)
+
+
+def rep_figures(drivers, loaded=False):
+    """One repetition of one cell: the devices' figures combined (vhost_poll
+    @loaded or not)."""
     posted = sum(d["posted"] for d in drivers)
     secs = statistics.mean(d["seconds"] for d in drivers)
     hist = {}
@@ -636,8 +882,12 @@ def rep_figures(drivers):
     p99 = [d["p99_us"] for d in drivers if d.get("p99_us") is not None]
     vq_kicks = [d["vq_kicks"] for d in drivers if "vq_kicks" in d]
     entries = [e for d in drivers for e in d.get("vq_entries_per_s", [])]
+    # vhost-poll's thread is one: each driver saw it over its window.
+    poller = cpu("poller_cpu_pct", statistics.mean)
+    buffers = sum(d["buffers_per_s"] for d in drivers)
+    total = total_cpu(drivers, poller, loaded)
     return {
-        "buffers_per_s": sum(d["buffers_per_s"] for d in drivers),
+        "buffers_per_s": buffers,
         # Kicks go with posts: a buffer posted and kicked at the end of
         # the second may be used after it.
         "kicks_per_1000": 1000 * sum(d["kicks"] for d in drivers) / posted if posted else None,
@@ -648,10 +898,13 @@ def rep_figures(drivers):
         "vq_kicks_per_1000": (1000 * sum(vq_kicks) / posted
                               if vq_kicks and len(vq_kicks) == len(drivers) and posted else None),
         "entries_per_s_vq": max(entries) if entries else None,
-        # vhost-poll's thread is one: each driver saw it over its window.
-        "poller_cpu_pct": cpu("poller_cpu_pct", statistics.mean),
+        "poller_cpu_pct": poller,
         "workers_cpu_pct": cpu("worker_cpu_pct", sum),
         "driver_cpu_pct": cpu("driver_cpu_pct", sum),
+        # All of it, and the work it did: buffers (packets, for the
+        # nested guests) per CPU-second.
+        "total_cpu_pct": total,
+        "work_per_cpu": 100 * buffers / total if total else None,
         "jain": jain([d["buffers_per_s"] for d in drivers]) if len(drivers) > 1 else None,
         "all_used_once": all(d["all_used_once"] for d in drivers),
         # Hand-backs by vhost's watchdog (the polling thread off its CPU).
@@ -667,24 +920,27 @@ def median(vals):
 
 FIELDS = ("buffers_per_s", "kicks_per_1000", "lat_p50_us", "lat_p99_us",
           "poller_cpu_pct", "workers_cpu_pct", "driver_cpu_pct", "jain",
-          "vq_kicks_per_1000", "entries_per_s_vq", "stalls")
+          "vq_kicks_per_1000", "entries_per_s_vq", "stalls", "total_cpu_pct", "work_per_cpu")
 
 
 def summarise(raw, env, accel):
     groups, errors = {}, {}
     for c in raw["cells"]:
-        key = (c["device"], c["workload"], c["batch"], c["mode"], c["ndev"])
+        # Raw figures of older runs have no regime: all were shared.
+        key = (c.get("regime", "shared"), c["device"], c["workload"], c["batch"], c["mode"],
+               c["ndev"])
         groups.setdefault(key, [])
         if "error" in c:
             errors.setdefault(key, []).append(c["error"])
         else:
-            groups[key].append(dict(rep_figures(c["drivers"]), **{
+            groups[key].append(dict(rep_figures(c["drivers"], c["mode"] in LOADED),
+                                    cpus=c.get("cpus", {}), **{
                 "worker_" + k: v for k, v in c.get("worker", {}).items()}))
     cells = []
     for key, reps in groups.items():
-        dev, wl, batch, mode, ndev = key
-        rec = {"env": env, "accel": accel, "device": dev, "workload": wl, "mode": mode,
-               "ndev": ndev, "batch": batch}
+        regime, dev, wl, batch, mode, ndev = key
+        rec = {"env": env, "accel": accel, "regime": regime, "device": dev, "workload": wl,
+               "mode": mode, "ndev": ndev, "batch": batch}
         for k in FIELDS:
             v = median(r[k] for r in reps)
             rec[k] = round(v, 4) if v is not None else None
@@ -695,6 +951,8 @@ def summarise(raw, env, accel):
         if any("worker_threads" in r for r in reps):
             rec["worker_threads"] = max(r.get("worker_threads", 0) for r in reps)
         rec["reps"] = len(reps)
+        # Where its tasks could run, every run's together.
+        rec["cpus"] = merge_cpus(r["cpus"] for r in reps)
         rec["all_used_once"] = all(r["all_used_once"] for r in reps)
         rec["errors"] = errors.get(key, [])
         cells.append(rec)
@@ -758,7 +1016,8 @@ def summarise(raw, env, accel):
     pc = [c for c in cells if c["mode"] in POLL_MODES and "worker_refused" in c]
     if pc:
         probes["poller"] = [{
-            "cell": f"{c['device']} {c['workload']} batch {c['batch']} x{c['ndev']} {c['mode']}",
+            "cell": f"{c['device']} {c['workload']} batch {c['batch']} x{c['ndev']} {c['mode']}"
+                    + regime_tag(c),
             "refused": c["worker_refused"], "asides": c["worker_asides"],
             "aside_ms": c["worker_aside_us"] / 1000} for c in sorted(pc, key=sort_key)]
     if raw.get("guest_boots"):
@@ -787,6 +1046,17 @@ def find(cells, **kw):
     return None
 
 
+def twin(cells, c, mode):
+    """Cell @c in @mode: the same devices and workload, in the same regime."""
+    return find(cells, regime=c["regime"], device=c["device"], workload=c["workload"],
+                batch=c["batch"], ndev=c["ndev"], mode=mode)
+
+
+def regime_tag(c):
+    """What tells a cell of the core regime in a sentence: " (core)"."""
+    return "" if c["regime"] == "shared" else f" ({c['regime']})"
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -800,53 +1070,92 @@ def fmt(v, nd=2):
 
 
 def targets(cells, probes):
-    """Each target of the issue: (name, figure, met). None when not measured."""
+    """Each target of the issue: (name, figure, met); met None when not
+    measured, or when its cells were not run (--cells, --regimes). The
+    targets are the shared regime's but for those named "core:"."""
     out = []
+    everything = cells
+    cells = [c for c in everything if c["regime"] == "shared"]
+    core = [c for c in everything if c["regime"] == "core"]
 
-    def add(name, vals, ok):
+    def add(name, vals, ok, ran=True):
         vals = [v for v in vals if v is not None]
-        if not vals:
+        if not ran:
+            out.append((name, "not run", None))
+        elif not vals:
             out.append((name, "not measured", None))
         else:
             out.append((name, *ok(vals)))
-    def ratios(name, mode, num_of, base, key, le, bound):
-        """A target on a ratio of @mode to @base, met when every cell
-        meets it; the figure says in how many it does, and their spread."""
-        vals = []
-        for c in cells:
-            if c["mode"] != mode or not num_of(c):
-                continue
-            b = find(cells, device=c["device"], workload=c["workload"], batch=c["batch"],
-                     ndev=c["ndev"], mode=base)
-            if b:
-                vals.append(ratio(c[key], b[key]))
-        vals = [v for v in vals if v is not None]
+
+    def picked(pool, mode, num_of):
+        return [c for c in pool if c["mode"] == mode and num_of(c)]
+
+    def vs(c, base, key):
+        """Cell @c's @key over that of the same cell in mode @base."""
+        b = twin(everything, c, base)
+        return ratio(c[key], b[key]) if b else None
+
+    def spread(vals):
+        """Ratios in a few words: x0.90, or x0.90 to x1.10."""
+        lo, hi = f"x{min(vals):.2f}", f"x{max(vals):.2f}"
+        return lo if lo == hi else f"{lo} to {hi}"
+
+    def ratios(name, mode, num_of, base, key, le, bound, pool=None):
+        """A target on a ratio of @mode to @base (in the shared regime's
+        cells, or @pool's), met when every cell meets it; the figure says
+        in how many it does, and their spread."""
+        mine = picked(cells if pool is None else pool, mode, num_of)
+        vals = [v for v in (vs(c, base, key) for c in mine) if v is not None]
         if not vals:
-            out.append((name, "not measured", None))
+            out.append((name, "not measured" if mine else "not run", None))
             return
         k = sum(v <= bound if le else v >= bound for v in vals)
         geo = math.exp(statistics.mean(math.log(v) for v in vals)) if min(vals) > 0 else 0
         out.append((name, f"met in {k} of {len(vals)} cells; geometric mean {geo:.2f}, "
                           f"range {min(vals):.2f} to {max(vals):.2f}", k == len(vals)))
 
+    def jointly(name, mode, num_of, conds, info=None):
+        """A target on several ratios of @mode to other modes in each cell
+        @num_of picks (shared regime): @conds, (what, key, base, bound) each,
+        a ratio of at most @bound; met in a cell when all are, and met when
+        every cell is. The figure gives each ratio's spread, and the same
+        for the regime @info's cells (for information)."""
+        def rows(pool):
+            rs = [[vs(c, base, key) for _, key, base, _ in conds]
+                  for c in picked(pool, mode, num_of)]
+            return [r for r in rs if None not in r]
+
+        def text(rs):
+            return ", ".join(f"{what} {spread([r[i] for r in rs])} of {base}'s"
+                             for i, (what, _, base, _) in enumerate(conds))
+        rs = rows(cells)
+        if not rs:
+            out.append((name, "not measured" if picked(cells, mode, num_of) else "not run",
+                        None))
+            return
+        k = sum(all(v <= cond[3] for v, cond in zip(r, conds)) for r in rs)
+        fig = f"met in {k} of {len(rs)} cells: {text(rs)}"
+        irs = rows([c for c in everything if c["regime"] == info]) if info else []
+        if irs:
+            fig += f"; {info} regime: {text(irs)}"
+        out.append((name, fig, k == len(rs)))
+
     # Issue 11's targets: poll mode never a loss with the default
     # settings, its gains kept where they are.
     # These are the vhost-test and vhost-net drivers' cells; the nested
     # guests have targets of their own, below.
     is_stream = lambda c: c["workload"] == "stream" and c["device"] != "guest"  # noqa: E731
+    is_rr = lambda c: c["workload"] == "rr" and c["device"] != "guest"  # noqa: E731
     ratios("stream buffers/s poll/notify >= 1.0", "poll", is_stream, "notify",
            "buffers_per_s", False, 1.0)
     ratios("rr p50 poll/notify <= 0.70, one device", "poll",
-           lambda c: c["workload"] == "rr" and c["ndev"] == 1 and c["device"] != "guest",
-           "notify", "lat_p50_us", True, 0.70)
+           lambda c: is_rr(c) and c["ndev"] == 1, "notify", "lat_p50_us", True, 0.70)
     ratios("rr p50 poll/notify <= 1.0, 4 and 16 devices", "poll",
-           lambda c: c["workload"] == "rr" and c["ndev"] > 1 and c["device"] != "guest",
-           "notify", "lat_p50_us", True, 1.0)
+           lambda c: is_rr(c) and c["ndev"] > 1, "notify", "lat_p50_us", True, 1.0)
     # Two polling threads (poll_threads=2), on the 4- and 16-device cells.
     ratios("two threads: stream buffers/s poll2/notify >= 1.0", "poll2", is_stream, "notify",
            "buffers_per_s", False, 1.0)
-    ratios("two threads: rr p50 poll2/notify <= 1.0", "poll2",
-           lambda c: c["workload"] == "rr" and c["device"] != "guest",
+    ratios("two threads: rr p50 poll2/notify <= 1.0", "poll2", is_rr,
            "notify", "lat_p50_us", True, 1.0)
     p = find(cells, device="net", workload="rr", ndev=4, mode="poll")
     b = find(cells, device="net", workload="rr", ndev=4, mode="busyloop")
@@ -860,7 +1169,28 @@ def targets(cells, probes):
             [ratio(pc, b["workers_cpu_pct"])],
             lambda v: (f"{pc:.1f}% vs {b['workers_cpu_pct']:.1f}% (x{v[0]:.2f})", v[0] <= 1))
     else:
-        out.append(("net rr x4: poll vs busyloop", "not measured", None))
+        out.append(("net rr x4: poll vs busyloop", "not run", None))
+    # Latency against CPU: the default rules' latency near always-poll's
+    # at a CPU near notification mode's, and the busy loop's latency
+    # beaten at half its CPU. CPU is everything that ran for the devices.
+    for n in (1, 4, 16):
+        jointly(f"rr x{n}: poll p50 <= 1.15x pollall's, total CPU <= 1.25x notify's", "poll",
+                lambda c, n=n: is_rr(c) and c["ndev"] == n,
+                (("p50", "lat_p50_us", "pollall", 1.15),
+                 ("CPU", "total_cpu_pct", "notify", 1.25)), info="core")
+    jointly("net rr x16: poll p50 <= busyloop's, total CPU <= 1/2 of busyloop's", "poll",
+            lambda c: c["device"] == "net" and c["workload"] == "rr" and c["ndev"] == 16,
+            (("p50", "lat_p50_us", "busyloop", 1.0), ("CPU", "total_cpu_pct", "busyloop", 0.5)))
+    # Work per CPU-second: polling pays for its CPU, and more than pays
+    # where it saves kicks (notify's driver kicks once per 10 buffers).
+    def kicky(c):
+        n = twin(everything, c, "notify")
+        return n is not None and (n["kicks_per_1000"] or 0) >= 100
+    for tag, pool in (("", cells), ("core: ", core)):
+        ratios(f"{tag}work/CPU poll/notify >= 1.0, every cell", "poll", lambda c: True,
+               "notify", "work_per_cpu", False, 1.0, pool)
+        ratios(f"{tag}work/CPU poll/notify >= 1.25 where notify kicks >= 1 per 10 buffers",
+               "poll", kicky, "notify", "work_per_cpu", False, 1.25, pool)
     h = probes.get("hook")
     if h:
         add("hook cost: median hooked/notify >= 0.98 (alternating pairs)", [h["median"]],
@@ -878,7 +1208,7 @@ def targets(cells, probes):
                        f"{i['bound_ms']:.0f} ms", v[0] <= i["bound_ms"]))
     j = [c["jain"] for c in cells if c["mode"] in POLL_MODES and c["ndev"] == 16]
     add("16 devices polled: Jain's index >= 0.95", j,
-        lambda v: (f"min {min(v):.3f}", min(v) >= 0.95))
+        lambda v: (f"min {min(v):.3f}", min(v) >= 0.95), ran=bool(j))
     ob = probes.get("one_busy")
     add(f"one busy among {ob['ndev'] if ob else 16} polled >= 0.8 of alone",
         [ob["ratio"] if ob else None], lambda v: (f"{v[0]:.2f}", v[0] >= 0.8))
@@ -890,40 +1220,80 @@ def targets(cells, probes):
     e = [c["entries_per_s_vq"] for c in cells
          if is_guest(c) and c["mode"] == "poll" and c["workload"] == "stream"]
     add("guest stream: poll entries/s per queue < 5", e,
-        lambda v: (f"max {max(v):.2f} a second (busiest queue)", max(v) < 5))
+        lambda v: (f"max {max(v):.2f} a second (busiest queue)", max(v) < 5), ran=bool(e))
     ratios("guest stream packets/s poll/notify >= 1.33 (proposal: +33%)", "poll",
            lambda c: is_guest(c) and c["workload"] == "stream", "notify",
            "buffers_per_s", False, 1.33)
     ratios("guest rr p50 poll/notify <= 0.70 (proposal: -30%)", "poll",
            lambda c: is_guest(c) and c["workload"] == "rr", "notify", "lat_p50_us", True, 0.70)
+    # The core regime: polling threads on a CPU of their own, the guests
+    # and drivers on the same others in every mode.
+    ratios("core: rr p50 poll/notify <= 0.70, 1, 4 and 16 devices", "poll", is_rr, "notify",
+           "lat_p50_us", True, 0.70, core)
+    ratios("core: stream buffers/s poll/notify >= 1.0", "poll", is_stream, "notify",
+           "buffers_per_s", False, 1.0, core)
+    ratios("core: guest kicks/1k poll <= 1/10 of notify", "poll", is_guest, "notify",
+           "kicks_per_1000", True, 0.1, core)
+    ratios("core: guest packets/s poll/notify >= 1.0", "poll", is_guest, "notify",
+           "buffers_per_s", False, 1.0, core)
     return out
 
 
-COLS = (("device", "device"), ("workload", "workload"), ("batch", "batch"), ("mode", "mode"),
-        ("ndev", "devs"), ("buffers_per_s", "buffers/s"), ("kicks_per_1000", "kicks/1k"),
-        ("lat_p50_us", "p50 us"), ("lat_p99_us", "p99 us"), ("poller_cpu_pct", "poller %"),
-        ("workers_cpu_pct", "workers %"), ("driver_cpu_pct", "drivers %"), ("jain", "Jain"),
+COLS = (("regime", "regime"), ("device", "device"), ("workload", "workload"),
+        ("batch", "batch"), ("mode", "mode"), ("ndev", "devs"), ("buffers_per_s", "buffers/s"),
+        ("kicks_per_1000", "kicks/1k"), ("lat_p50_us", "p50 us"), ("lat_p99_us", "p99 us"),
+        ("poller_cpu_pct", "poller %"), ("workers_cpu_pct", "workers %"),
+        ("driver_cpu_pct", "drivers %"), ("total_cpu_pct", "total %"),
+        ("work_per_cpu", "buffers/CPU-s"), ("jain", "Jain"),
         ("vq_kicks_per_1000", "vq kicks/1k"), ("entries_per_s_vq", "entries/s/vq"))
+TEXT_COLS = ("regime", "device", "workload", "mode")
 
 
 def sort_key(c):
-    return (c["device"], c["workload"] != "stream", c["batch"], c["ndev"],
-            MODES.index(c["mode"]))
+    return (REGIMES.index(c["regime"]), c["device"], c["workload"] != "stream", c["batch"],
+            c["ndev"], MODES.index(c["mode"]))
 
 
 def table_rows(cells):
-    return [[fmt(c[k]) if k not in ("device", "workload", "mode") else c[k] for k, _ in COLS]
+    return [[fmt(c[k]) if k not in TEXT_COLS else c[k] for k, _ in COLS]
             for c in sorted(cells, key=sort_key)]
 
 
+def lat_cpu_lines(cells):
+    """The latency/CPU pair of each rr cell, a sentence each: every mode's
+    p50 and p99, and the CPU of everything that ran for the devices."""
+    groups = {}
+    for c in sorted(cells, key=sort_key):
+        if c["workload"] == "rr":
+            groups.setdefault((c["regime"], c["device"], c["ndev"]), []).append(c)
+    return [f"{dev} rr x{n}, {regime}, p50/p99 at total CPU: " + "; ".join(
+                f"{c['mode']} {fmt(c['lat_p50_us'], 1)}/{fmt(c['lat_p99_us'], 1)} us at "
+                f"{fmt(c['total_cpu_pct'], 1)}%" for c in runs)
+            for (regime, dev, n), runs in groups.items()]
+
+
 def chart(cells, meta, path):
+    """The chart: stream throughput and rr latency by mode, a row of the
+    two for each regime run."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     colours = {"notify": "#888888", "hooked": "#c9a227", "poll": "#1f77b4", "poll2": "#17becf",
-               "busyloop": "#d62728"}
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+               "pollall": "#9467bd", "busyloop": "#d62728"}
+    regimes = [r for r in REGIMES if any(c["regime"] == r for c in cells)] or ["shared"]
+    fig, axes = plt.subplots(len(regimes), 2, figsize=(13, 5 * len(regimes)), squeeze=False)
+    for row, regime in zip(axes, regimes):
+        chart_row(row, [c for c in cells if c["regime"] == regime], regime, colours)
+    fig.suptitle(f"vhost-poll benchmark: {meta['env']} ({meta['accel']}), "
+                 f"{meta['ncpus']} vCPUs, kernel {meta['kernel']}, median of {meta['reps']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def chart_row(axes, cells, regime, colours):
+    """One regime's row of the chart: stream throughput, rr latency."""
     for ax, wl in zip(axes, ("stream", "rr")):
         batch = 16 if wl == "stream" else 1
         groups = sorted({(c["device"], c["ndev"]) for c in cells
@@ -951,19 +1321,14 @@ def chart(cells, meta, path):
         ax.set_xticklabels([f"vhost-{d}\n{n} dev" if d != "guest" else f"nested\n{n} guest"
                             for d, n in groups])
         if wl == "stream":
-            ax.set_title("stream, batch 16: throughput (higher is better)")
+            ax.set_title(f"{regime} regime: stream, batch 16: throughput (higher is better)")
             ax.set_ylabel("thousand buffers/s, all devices")
         else:
-            ax.set_title("rr: latency p50, whisker to p99 (lower is better)")
+            ax.set_title(f"{regime} regime: rr: latency p50, whisker to p99 (lower is better)")
             ax.set_ylabel("round trip, us (log scale)")
             ax.set_yscale("log")
         ax.grid(axis="y", alpha=0.3)
         ax.legend()
-    fig.suptitle(f"vhost-poll benchmark: {meta['env']} ({meta['accel']}), "
-                 f"{meta['ncpus']} vCPUs, kernel {meta['kernel']}, median of {meta['reps']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def verdict(met):
@@ -1032,12 +1397,14 @@ def report(out_dir, command):
     print(f"\nvhost-poll benchmark: {env} ({accel}), {meta['ncpus']} vCPUs, HZ={meta['hz']}, "
           f"kernel {meta['kernel']}, median of {meta['reps']}, {meta['duration_ms']} ms a run"
           + (f" ({meta['guest_ms']} ms for the nested guests)" if meta.get("guest_ms") else ""))
+    print(f"regimes: {regime_text(meta)}")
     print(line(head))
     for r in rows:
         print(line(r))
     probe_text = probe_lines(probes)
+    lat_text = lat_cpu_lines(cells)
     print()
-    for t in probe_text:
+    for t in probe_text + lat_text:
         print(t)
     print("\ntargets:")
     for t, v, m in tgt:
@@ -1051,15 +1418,19 @@ def report(out_dir, command):
           f"- each figure: the median of {meta['reps']} runs of {meta['duration_ms']} ms "
           f"(after {meta['warm_ms']} ms of warm-up); `poll` is poll_start_rate="
           f"{meta['poll_start_rate']}, poll_stop_idle={meta['poll_stop_idle']}; `busyloop` is "
-          f"VHOST_SET_VRING_BUSYLOOP_TIMEOUT {meta['busyloop_us']} us",
+          f"VHOST_SET_VRING_BUSYLOOP_TIMEOUT {meta['busyloop_us']} us; `pollall` is `poll` "
+          "with poll_min_gain=0 (every polled queue kept)",
+          f"- regimes: {regime_text(meta)}",
           "- CPU: % of one CPU, summed over the devices' workers and the drivers; "
-          "from se.sum_exec_runtime in /proc/PID/sched",
+          "from se.sum_exec_runtime in /proc/PID/sched; total % adds the polling threads, "
+          "and buffers/CPU-s is buffers/s over that total",
           "- guest: nested guests on vhost-net (Documentation/benchmarks.rst, the guest "
           f"device), runs of {meta.get('guest_ms', '-')} ms; buffers/s is packets a second; "
           "drivers % is the nested guests' qemu, workers % their vhost threads\n",
           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     md += ["", "## Probes", ""] + [f"- {t}" for t in probe_text]
+    md += ["", "## Latency and CPU (rr)", ""] + [f"- {t}" for t in lat_text]
     md += ["", "## Targets", "", "| target | figure | |", "|---|---|---|"]
     md += [f"| {t} | {v} | {verdict(m)} |" for t, v, m in tgt]
     md += ["", "![throughput and latency by mode](chart.png)", ""]
@@ -1075,6 +1446,17 @@ def report(out_dir, command):
         f.write("\n".join(rst) + "\n")
     chart(cells, meta, os.path.join(out_dir, "chart.png"))
     print(f"\nwrote {out_dir}/results.json, results.md, results.rst, chart.png")
+
+
+def regime_text(meta):
+    """The regimes of a run, in a sentence."""
+    n = meta["ncpus"]
+    last, rest = regime_cpus("core", n)
+    text = {"shared": "shared (everything on every vCPU)",
+            "core": f"core (the polling threads alone on vCPU {cpulist(last)}, poll_cpus; "
+                    f"the drivers, their vhost workers and the nested guests on "
+                    f"{cpulist(rest)}, in every mode)"}
+    return "; ".join(text[r] for r in meta.get("regimes", ["shared"]))
 
 
 def host_cpu():
@@ -1105,8 +1487,12 @@ def check(out_dir):
         ok(False, f"results.json readable ({e})")
     if res:
         ok(res["cells"], "results.json has cells")
+        last, rest = regime_cpus("core", res["meta"]["ncpus"])
+        for r in res["meta"].get("regimes", ["shared"]):
+            ok(any(c.get("regime") == r for c in res["cells"]), f"the {r} regime has cells")
         for c in res["cells"]:
-            name = f"{c['device']} {c['workload']} batch {c['batch']} {c['mode']} x{c['ndev']}"
+            name = (f"{c['device']} {c['workload']} batch {c['batch']} {c['mode']} x{c['ndev']}"
+                    + regime_tag(c))
             fig = [c.get(k) for k in FIELDS if k != "jain"]
             finite = all(v is None or (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
                          for v in fig)
@@ -1116,12 +1502,19 @@ def check(out_dir):
             sane = (finite and c["buffers_per_s"] and c["buffers_per_s"] > 0 and
                     c["kicks_per_1000"] is not None and c["kicks_per_1000"] <= kick_bound and
                     c["driver_cpu_pct"] is not None and c["workers_cpu_pct"] is not None and
-                    (c["poller_cpu_pct"] is not None) == (c["mode"] in ("hooked",) + POLL_MODES))
+                    (c["poller_cpu_pct"] is not None) == (c["mode"] in LOADED))
             if c["workload"] == "rr":
                 sane = sane and c["lat_p50_us"] and c["lat_p50_us"] <= c["lat_p99_us"]
             ok(sane and not c["errors"] and c["reps"] > 0,
                f"{name}: every run finished, figures present and in range"
                + (f" ({c['errors'][0]})" if c["errors"] else ""))
+            # The CPU of everything that ran for the cell, and the work a
+            # CPU-second did (latency against CPU, for rr: p50 above).
+            ok(finite and c["total_cpu_pct"] and c["total_cpu_pct"] > 0 and
+               c["work_per_cpu"] and c["work_per_cpu"] > 0,
+               f"{name}: total CPU and work per CPU-second measured")
+            if c["regime"] == "core":
+                check_core_cpus(ok, name, c, last, rest)
             if c["device"] == "guest":
                 ok(c["all_used_once"], f"{name}: no packet lost, every request answered")
                 ok((c["vq_kicks_per_1000"] is not None) == (c["mode"] != "notify") and
@@ -1153,7 +1546,7 @@ def check(out_dir):
             gb = res["probes"].get("guest_boot", [])
             ok(gb and all(b["seconds"] > 0 for b in gb), "guest: the nested boot timed")
         ok(len(res["targets"]) >= 9 and all(t["met"] is not None for t in res["targets"]
-                                            if "not measured" not in t["figure"]),
+                                            if t["figure"] not in ("not run", "not measured")),
            "targets evaluated")
     for name in ("results.md", "chart.png"):
         p = os.path.join(out_dir, name)
@@ -1172,6 +1565,24 @@ def check(out_dir):
     return 0 if passed == len(results) else 1
 
 
+def check_core_cpus(ok, name, c, last, rest):
+    """TAP for a cell of the core regime: its drivers (the nested guests'
+    qemu threads) and their vhost workers could run on @rest only, and the
+    polling threads, where loaded, on @last only, and ran there."""
+    seen = c.get("cpus", {})
+
+    def only(lists, cpus):
+        return bool(lists) and all(parse_cpulist(x) == cpus for x in lists)
+    ok(only(seen.get("drivers"), rest) and only(seen.get("workers"), rest),
+       f"{name}: drivers and vhost workers on CPUs {cpulist(rest)} only "
+       f"(drivers {seen.get('drivers')}, workers {seen.get('workers')})")
+    if c["mode"] in LOADED:
+        ran = set(seen.get("pollers_ran", []))
+        ok(only(seen.get("pollers"), last) and ran and ran <= last,
+           f"{name}: the polling threads on CPU {cpulist(last)} only (poll_cpus; allowed "
+           f"{seen.get('pollers')}, ran on {cpulist(ran) or 'none'})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1183,6 +1594,8 @@ def main():
     r.add_argument("--stop-idle", type=int, default=2, help="poll_stop_idle in poll mode")
     r.add_argument("--cells", default="",
                    help="only these cells: DEV:WORKLOAD:BATCH:NDEV,... (* for any)")
+    r.add_argument("--regimes", default=",".join(REGIMES),
+                   help="where the cells run: shared, core or both (default)")
     r = sub.add_parser("report", help="on the host: results, table, chart, targets")
     r.add_argument("out")
     r.add_argument("--command", default="make bench")
@@ -1190,8 +1603,11 @@ def main():
     r.add_argument("out")
     a = ap.parse_args()
     if a.cmd == "run":
+        regimes = [r for r in REGIMES if r in a.regimes.split(",")]
+        if not regimes or set(a.regimes.split(",")) - set(REGIMES):
+            ap.error(f"--regimes {a.regimes}: a comma-separated list of {', '.join(REGIMES)}")
         guest_run(a.out, a.quick, a.reps, a.stop_idle,
-                  [c for c in a.cells.split(",") if c])
+                  [c for c in a.cells.split(",") if c], regimes)
     elif a.cmd == "report":
         report(a.out, a.command)
     else:
