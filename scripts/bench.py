@@ -31,6 +31,11 @@ VQS = "/sys/kernel/debug/vhost_poll/vqs"
 NESTED = os.path.join(TOP, "scripts", "nested-guest")
 TRAFFIC = os.path.join(TOP, "build", "nested", "guest_traffic")
 GUEST_MODES = ("notify", "hooked", "poll")
+# The nested guest's TCP cells (iperf3, Debian's; its server in the
+# nested guest): tcp-rx the guest receiving, tcp-tx the guest sending.
+# Their BATCH is the number of streams.
+TCP_WORKLOADS = ("tcp-rx", "tcp-tx")
+TCP_FIELDS = ("mbit_s", "retransmits", "empty_intervals")
 # The nested boot takes 30 to 50 s under TCG within TCG.
 BOOT_LIMIT_S = 600
 
@@ -59,7 +64,7 @@ DEDICATED = ("core", "io")
 # The cells the core regime runs when --cells does not say (to keep the
 # full run under 50 minutes): stream at batch 16, rr, the nested guests.
 CORE_CELLS = ("test:stream:16:*", "test:rr:*:*", "net:stream:16:*", "net:rr:*:*",
-              "guest:*:*:*")
+              "guest:stream:*:*", "guest:rr:*:*")
 # The rate that polls under every workload here: one kick in a jiffy. A
 # stream that the device keeps up with kicks rarely (event index), and
 # a higher rate left such queues in notification mode.
@@ -442,7 +447,8 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                   ("net", "rr", 1, 1, ("notify", "poll", "pollall", "busyloop")),
                   ("test", "stream", 1, 4, POLL_MODES),
                   ("guest", "stream", 1, 1, GUEST_MODES),
-                  ("guest", "rr", 1, 1, GUEST_MODES)]
+                  ("guest", "rr", 1, 1, GUEST_MODES),
+                  ("guest", "tcp-rx", 4, 1, GUEST_MODES)]
         guest_ms = 500
     else:
         warm, dur, idle_s, crowd = 300, 1000, 10, 16
@@ -465,6 +471,11 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
             for ndev in (1, 2):
                 if cell_wanted(cells, "guest", workload, 1, ndev):
                     groups.append(("guest", workload, 1, ndev, GUEST_MODES))
+        # TCP both ways, one and four streams, one guest.
+        for workload in TCP_WORKLOADS:
+            for streams in (1, 4):
+                if cell_wanted(cells, "guest", workload, streams, 1):
+                    groups.append(("guest", workload, streams, 1, GUEST_MODES))
         guest_ms = 5000
         if not groups:
             raise SystemExit(f"--cells {','.join(cells)}: no cell matches")
@@ -717,6 +728,9 @@ def guest_figures(r, mode, before, after, wall_ns, vqs0, vqs1, pid):
          "driver_cpu_pct": pct(before["guest"][pid], after["guest"][pid]),
          "all_used_once": whole and r["send_errors"] == 0 and r["bad"] == 0,
          "guest": r}
+    for k in TCP_FIELDS:
+        if k in r:
+            d[k] = r[k]
     if vqs0 is not None and vqs1 is not None:
         mine = [k for k in vqs1 if k[0] == pid]
         if not mine and mode != "notify":
@@ -739,6 +753,76 @@ def cpu_snapshot(procs):
     return snap
 
 
+def traffic_run(n, workload, ms):
+    """guest_traffic's @workload on nested guests 0 to @n - 1 at once, for
+    @ms: their JSON figures."""
+    runs = [subprocess.Popen([TRAFFIC, "run", guest_addr(i), workload, str(ms)],
+                             stdout=subprocess.PIPE, text=True) for i in range(n)]
+    outs = []
+    for i, r in enumerate(runs):
+        out, _ = r.communicate(timeout=ms / 1000 + 60)
+        if r.returncode or not out.strip():
+            raise RuntimeError(f"guest_traffic run on guest {i}: exit {r.returncode}")
+        outs.append(json.loads(out))
+    return outs
+
+
+def guest_kicks(i):
+    """Nested guest @i's virtio-net kick counters: (rx, tx)."""
+    out = subprocess.run([TRAFFIC, "kicks", guest_addr(i)], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode or not out.stdout.strip():
+        raise RuntimeError(f"guest_traffic kicks on guest {i}: exit {out.returncode}")
+    k = json.loads(out.stdout)
+    return k["rx_kicks"], k["tx_kicks"]
+
+
+def tap_packets(i):
+    """Packets through nested guest @i's tap, both ways."""
+    n = 0
+    for d in ("rx", "tx"):
+        with open(f"/sys/class/net/vpg{i}/statistics/{d}_packets") as f:
+            n += int(f.read())
+    return n
+
+
+def tcp_run(i, workload, streams, ms):
+    """iperf3 against nested guest @i's server: @streams TCP streams for
+    @ms, the guest receiving (tcp-rx) or sending (tcp-tx, -R), intervals
+    of 0.5 s as the receiver measured them. Its figures in the shape of
+    guest_traffic run's JSON (packets through the tap for buffers, the
+    guest's kicks), with Mbit/s, the sender's retransmits and the
+    receiver's intervals that carried nothing."""
+    k0, p0 = guest_kicks(i), tap_packets(i)
+    secs = max(1, round(ms / 1000))
+    cmd = ["iperf3", "-c", guest_addr(i).split("/")[0], "-t", str(secs), "-P", str(streams),
+           "-i", "0.5", "-J", "--get-server-output", "--connect-timeout", "10000"]
+    out = subprocess.run(cmd + (["-R"] if workload == "tcp-tx" else []), capture_output=True,
+                         text=True, timeout=secs + 60)
+    try:
+        j = json.loads(out.stdout)
+    except ValueError:
+        raise RuntimeError(f"iperf3 to guest {i}: exit {out.returncode}, no JSON") from None
+    if "error" in j:
+        raise RuntimeError(f"iperf3 to guest {i}: {j['error']}")
+    k1, p1 = guest_kicks(i), tap_packets(i)
+    # The receiver's view: the client's with -R, the server's without.
+    recv = j if workload == "tcp-tx" else j.get("server_output_json")
+    if recv is None:
+        raise RuntimeError(f"iperf3 to guest {i}: no server_output_json (server without -J?)")
+    intervals = [iv["sum"]["bytes"] for iv in recv.get("intervals", [])]
+    if not intervals:
+        raise RuntimeError(f"iperf3 to guest {i}: no receiver intervals")
+    packets = p1 - p0
+    return {"workload": workload, "sent": packets, "received": packets, "answered": 0,
+            "lost": 0, "seconds": j["end"]["sum_received"]["seconds"], "p50_ns": 0,
+            "p99_ns": 0, "rx_kicks": k1[0] - k0[0], "tx_kicks": k1[1] - k0[1],
+            "send_errors": 0, "bad": 0,
+            "mbit_s": j["end"]["sum_received"]["bits_per_second"] / 1e6,
+            "retransmits": j["end"]["sum_sent"].get("retransmits", 0),
+            "empty_intervals": sum(1 for b in intervals if b == 0)}
+
+
 def run_guest_cell(raw, rec, procs, workload, ms):
     """One workload on every nested guest at once; its figures, or the
     error, recorded in raw["cells"]."""
@@ -747,14 +831,10 @@ def run_guest_cell(raw, rec, procs, workload, ms):
     before = cpu_snapshot(procs)
     t0 = time.monotonic_ns()
     try:
-        runs = [subprocess.Popen([TRAFFIC, "run", guest_addr(i), workload, str(ms)],
-                                 stdout=subprocess.PIPE, text=True) for i in range(len(procs))]
-        outs = []
-        for i, r in enumerate(runs):
-            out, _ = r.communicate(timeout=ms / 1000 + 60)
-            if r.returncode or not out.strip():
-                raise RuntimeError(f"guest_traffic run on guest {i}: exit {r.returncode}")
-            outs.append(json.loads(out))
+        if workload in TCP_WORKLOADS:
+            outs = [tcp_run(i, workload, rec["batch"], ms) for i in range(len(procs))]
+        else:
+            outs = traffic_run(len(procs), workload, ms)
         wall = time.monotonic_ns() - t0
         after = cpu_snapshot(procs)
         vqs1 = vq_rows()
@@ -800,6 +880,10 @@ def guest_cells(raw, out_dir, groups, reps, stop_idle, ms, t_start):
             for i in range(n):
                 subprocess.run([TRAFFIC, "run", guest_addr(i), workload, "200"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if any(g[2] in TCP_WORKLOADS for g in mine):
+            subprocess.run(["iperf3", "-c", guest_addr(0).split("/")[0], "-t", "1",
+                            "--connect-timeout", "30000"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
         try:
             ncells = sum(len(g[5]) for g in mine) * reps
             done = 0
@@ -920,6 +1004,9 @@ def rep_figures(drivers, loaded=False):
         # Hand-backs by vhost's watchdog (the polling thread off its CPU).
         "stalls": sum(d.get("stalls", 0) for d in drivers),
         "seconds": secs,
+        # The TCP cells: the guests' together.
+        **{k: sum(d[k] for d in drivers) for k in TCP_FIELDS
+           if all(k in d for d in drivers)},
     }
 
 
@@ -960,6 +1047,13 @@ def summarise(raw, env, accel):
         # The polling threads running at the end of the cell's runs.
         if any("worker_threads" in r for r in reps):
             rec["worker_threads"] = max(r.get("worker_threads", 0) for r in reps)
+        # TCP: the median, and Mbit/s over the runs (run-to-run spread).
+        for k in TCP_FIELDS:
+            if reps and all(k in r for r in reps):
+                rec[k] = round(median(r[k] for r in reps), 2)
+        if "mbit_s" in rec:
+            rec["mbit_s_range"] = [round(min(r["mbit_s"] for r in reps), 2),
+                                   round(max(r["mbit_s"] for r in reps), 2)]
         rec["reps"] = len(reps)
         # Where its tasks could run, every run's together.
         rec["cpus"] = merge_cpus(r["cpus"] for r in reps)
@@ -1237,6 +1331,27 @@ def targets(cells, probes):
            "buffers_per_s", False, 1.33)
     ratios("guest rr p50 poll/notify <= 0.70 (proposal: -30%)", "poll",
            lambda c: is_guest(c) and c["workload"] == "rr", "notify", "lat_p50_us", True, 0.70)
+    # TCP in the nested guest (issue 19, point 6): poll mode stalls no
+    # flow where notification mode did not, and its throughput is within
+    # notification mode's own run-to-run spread of it, or above.
+    tcp = [c for c in cells if c["workload"] in TCP_WORKLOADS and c["mode"] == "poll"]
+    stalls, slower = [], []
+    for c in tcp:
+        n = twin(everything, c, "notify")
+        if n is None or c.get("mbit_s") is None or n.get("mbit_s") is None:
+            continue
+        stalls.append((c["empty_intervals"] > 0 and n["empty_intervals"] == 0, c))
+        lo, hi = n["mbit_s_range"]
+        slower.append((c["mbit_s"] < n["mbit_s"] - (hi - lo), c["mbit_s"] / n["mbit_s"]))
+    add("guest tcp: poll empties no interval notification mode filled",
+        [len(stalls)] if stalls else [],
+        lambda v: (f"{sum(s for s, _ in stalls)} of {v[0]} cells with an empty interval "
+                   "only in poll mode", not any(s for s, _ in stalls)), ran=bool(tcp))
+    add("guest tcp: poll Mbit/s >= notify's less notify's spread",
+        [len(slower)] if slower else [],
+        lambda v: (f"{sum(s for s, _ in slower)} of {v[0]} cells below; poll/notify "
+                   + ", ".join(f"x{r:.2f}" for _, r in slower), not any(s for s, _ in slower)),
+        ran=bool(tcp))
     # The core regime: polling threads on a CPU of their own, the guests
     # and drivers on the same others in every mode; the io regime, the
     # vhost workers with the polling threads, is held to the same.
@@ -1283,6 +1398,24 @@ def lat_cpu_lines(cells):
                 f"{c['mode']} {fmt(c['lat_p50_us'], 1)}/{fmt(c['lat_p99_us'], 1)} us at "
                 f"{fmt(c['total_cpu_pct'], 1)}%" for c in runs)
             for (regime, dev, n), runs in groups.items()]
+
+
+def tcp_lines(cells):
+    """The TCP cells, a sentence each: every mode's Mbit/s (median, and the
+    runs' range), the sender's retransmits, the receiver's empty 0.5 s
+    intervals, kicks per 1,000 packets and the CPU of everything."""
+    groups = {}
+    for c in sorted(cells, key=sort_key):
+        if c["workload"] in TCP_WORKLOADS:
+            groups.setdefault((c["regime"], c["workload"], c["batch"], c["ndev"]), []).append(c)
+    return [f"guest {wl} x{n}, {streams} stream(s), {regime}: " + "; ".join(
+                f"{c['mode']} {fmt(c.get('mbit_s'), 2)} Mbit/s "
+                f"({'-'.join(fmt(v, 2) for v in c.get('mbit_s_range', []))}), "
+                f"{fmt(c.get('retransmits'), 0)} retransmits, "
+                f"{fmt(c.get('empty_intervals'), 0)} empty intervals, "
+                f"{fmt(c['kicks_per_1000'], 1)} kicks/1k, {fmt(c['total_cpu_pct'], 1)}% CPU"
+                for c in runs)
+            for (regime, wl, streams, n), runs in groups.items()]
 
 
 def chart(cells, meta, path):
@@ -1415,7 +1548,7 @@ def report(out_dir, command):
     for r in rows:
         print(line(r))
     probe_text = probe_lines(probes)
-    lat_text = lat_cpu_lines(cells)
+    lat_text = lat_cpu_lines(cells) + tcp_lines(cells)
     print()
     for t in probe_text + lat_text:
         print(t)
@@ -1530,6 +1663,10 @@ def check(out_dir):
                f"{name}: total CPU and work per CPU-second measured")
             if c["regime"] in DEDICATED:
                 check_core_cpus(ok, name, c, last, rest)
+            if c["workload"] in TCP_WORKLOADS:
+                ok(c.get("mbit_s") and c["mbit_s"] > 0 and c.get("retransmits") is not None
+                   and c.get("empty_intervals") is not None,
+                   f"{name}: iperf3 ran: Mbit/s, retransmits and empty intervals measured")
             if c["device"] == "guest":
                 ok(c["all_used_once"], f"{name}: no packet lost, every request answered")
                 ok((c["vq_kicks_per_1000"] is not None) == (c["mode"] != "notify") and

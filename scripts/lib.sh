@@ -21,7 +21,8 @@ export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$TOOLS/bin:$PATH
 APT_PACKAGES="linux-source-6.12 rustc-web rust-web-src libstd-rust-web-dev
 	rust-web-clippy rustfmt-web libclang-dev clang lld llvm flex bison
 	libelf-dev dwarves cpio busybox-static qemu-system-x86 bc libssl-dev
-	build-essential kmod python3 python3-ply python3-git python3-matplotlib rsync"
+	build-essential kmod python3 python3-ply python3-git python3-matplotlib rsync
+	iperf3"
 
 msg() { printf '%s: %s\n' "${PROG:-vhost-poll}" "$*" >&2; }
 die() { msg "error: $*"; exit 1; }

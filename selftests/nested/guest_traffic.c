@@ -7,12 +7,15 @@
  *	arrive on UDP port 7001: a stream of small UDP packets to the
  *	server, or request/response round trips, each for a given time,
  *	answering with its figures and the kicks virtio-net counted
- *	(ethtool statistics rxN_kicks, txN_kicks).
+ *	(ethtool statistics rxN_kicks, txN_kicks), or with those counters
+ *	alone (kicks). Where the initramfs has /bin/iperf3, it also runs
+ *	an iperf3 server (TCP, make bench's tcp cells).
  * ifup IFNAME ADDR/PREFIX: give the tap device of a nested guest an
  *	address and bring it up (the outer guest's side).
- * wait, run, off: the outer guest's side: wait for a client to answer,
- *	run one workload against it (sink for stream, echo for rr, counting)
- *	and print the figures as one JSON line, or power it off.
+ * wait, run, kicks, off: the outer guest's side: wait for a client to
+ *	answer, run one workload against it (sink for stream, echo for rr,
+ *	counting) and print the figures as one JSON line, print its kick
+ *	counters, or power it off.
  *
  * See scripts/nested-guest --help and scripts/bench.py.
  */
@@ -36,6 +39,7 @@
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -312,6 +316,30 @@ static void client_run(const char *cmd, __u32 run, const char *ifname, int fd,
 		 rx0 < 0 ? -1 : rx1 - rx0, tx0 < 0 ? -1 : tx1 - tx0);
 }
 
+/* iperf3's server, in the background, its output thrown away. */
+static void start_iperf3(void)
+{
+	static char *const envp[] = { "LD_LIBRARY_PATH=/lib", "TMPDIR=/tmp", NULL };
+	pid_t pid;
+
+	if (access("/bin/iperf3", X_OK))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		/* -J: the client gets the receiver's intervals (--get-server-output). */
+		execle("/bin/iperf3", "iperf3", "-s", "-J", (char *)NULL, envp);
+		_exit(127);
+	}
+	printf("%s: iperf3 -s: pid %d\n", prog, (int)pid);
+}
+
 static int client(void)
 {
 	const char *ifname = getenv("vpg_if") ?: "eth0";
@@ -339,6 +367,7 @@ static int client(void)
 	server.sin_addr.s_addr = htonl((ntohl(a.s_addr) & (~0u << (32 - prefix))) | 1);
 	ctl = udp_socket(INADDR_ANY, CTL_PORT);
 	data = udp_socket(INADDR_ANY, 0);
+	start_iperf3();
 	printf("%s: ready on %s %s, server %s\n", prog, ifname, addr,
 	       inet_ntoa(server.sin_addr));
 	for (;;) {
@@ -360,11 +389,22 @@ static int client(void)
 			reboot(RB_AUTOBOOT);
 			return 0;
 		}
-		if (!strcmp(buf + sizeof(*h), "hello"))
+		/* PID 1 reaps iperf3's children, should any end. */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (!strcmp(buf + sizeof(*h), "hello")) {
 			snprintf(reply, sizeof(reply), "hello");
-		else
+		} else if (!strcmp(buf + sizeof(*h), "kicks")) {
+			long long rx, tx;
+
+			read_kicks(ifname, &rx, &tx);
+			snprintf(reply, sizeof(reply),
+				 "done workload=kicks sent=0 errors=0 answered=0 lost=0 ns=0 p50_ns=0 p99_ns=0 rx_kicks=%lld tx_kicks=%lld",
+				 rx, tx);
+		} else {
 			client_run(buf + sizeof(*h), h->run, ifname, data, &server, reply,
 				   sizeof(reply));
+		}
 		h->type = T_DONE;
 		snprintf(buf + sizeof(*h), sizeof(buf) - sizeof(*h), "%.480s", reply);
 		sendto(data, buf, sizeof(*h) + strlen(reply) + 1, 0,
@@ -497,7 +537,8 @@ static int server(const char *guest, const char *cmd, int timeout_ms, int quiet)
 				received++;
 		}
 		printf("{\"workload\": \"%s\", \"sent\": %lld, \"send_errors\": %lld, ",
-		       rr ? "rr" : "stream", sent, field(d, "errors"));
+		       rr ? "rr" : strstr(d, "workload=kicks") ? "kicks" : "stream", sent,
+		       field(d, "errors"));
 		printf("\"received\": %llu, \"echoed\": %llu, \"answered\": %lld, ",
 		       received, echoed, field(d, "answered"));
 		printf("\"lost\": %lld, \"seconds\": %.6f, \"p50_ns\": %lld, ",
@@ -517,6 +558,7 @@ static void usage(FILE *f)
 		"       guest_traffic ifup IFNAME A.B.C.D/PREFIX\n"
 		"       guest_traffic wait GUEST TIMEOUT_MS\n"
 		"       guest_traffic run GUEST stream|rr MS [SIZE]\n"
+		"       guest_traffic kicks GUEST\n"
 		"       guest_traffic off GUEST\n"
 		"\n"
 		"client: brings eth0 up (vpg_if, vpg_addr=A.B.C.D/PREFIX from the kernel\n"
@@ -530,7 +572,9 @@ static void usage(FILE *f)
 		"address; wait asks the client at GUEST (its A.B.C.D/PREFIX) until it\n"
 		"answers; run sends it one workload, sinks or echoes the packets, and\n"
 		"prints one JSON line: sent, received, lost, seconds, rr p50/p99 (ns),\n"
-		"the guest's rx and tx kicks. SIZE defaults to 64 bytes of payload.\n",
+		"the guest's rx and tx kicks; kicks prints those counters as they are.\n"
+		"SIZE defaults to 64 bytes of payload. Where /bin/iperf3 is there, the\n"
+		"client also runs 'iperf3 -s'.\n",
 		CTL_PORT, DATA_PORT);
 }
 
@@ -552,6 +596,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "wait") && argc == 4)
 		return server(argv[2], "hello", atoi(argv[3]), 0);
+	if (!strcmp(argv[1], "kicks") && argc == 3)
+		return server(argv[2], "kicks", 5000, 0);
 	if (!strcmp(argv[1], "off") && argc == 3)
 		return server(argv[2], "off", 300, 1);
 	if (!strcmp(argv[1], "run") && (argc == 5 || argc == 6)) {
