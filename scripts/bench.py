@@ -59,6 +59,12 @@ MIN_GAIN = 16
 REGIMES = ("shared", "core", "io")
 # What runs by default: io is on request (--regimes).
 DEFAULT_REGIMES = ("shared", "core")
+# The probes between repetitions (--probes): the thread going to sleep
+# after the load, one busy device among idle polled ones, an empty
+# visit's cost, one and two lanes side by side, and the hook's cost.
+PROBES = ("idle", "crowd", "visit", "lanes", "hook")
+# Idle polled vqs the lanes probe shares between its lanes.
+LANES_VQS = 32
 # The regimes that give the polling threads the last vCPU (poll_cpus):
 # core alone; io with the vhost workers, the I/O core of the seed's
 # proposal ("the vhost thread serves multiple vms" there).
@@ -441,7 +447,8 @@ def rotations(groups):
     return out
 
 
-def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES):
+def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES,
+              probes=PROBES):
     if quick:
         warm, dur, idle_s, crowd = 100, 300, 1, 4
         reps = reps or 1
@@ -501,8 +508,10 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
                     "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s,
-                    "regimes": list(regimes), "core_poll_cpus": poll_cpus("core")},
-           "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": []}
+                    "regimes": list(regimes), "core_poll_cpus": poll_cpus("core"),
+                    "probes": list(probes)},
+           "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
+           "lanes": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
@@ -547,7 +556,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         with open(PARAMS + "poll_min_gain") as f:
             min_gain = f.read().strip()
         set_param("poll_min_gain", 0)
-        for attempt in range(3):
+        for attempt in range(3 if "idle" in probes else 0):
             log(f"rep {rep + 1}/{reps} idle probe ({idle_s} s, try {attempt + 1})")
             run_cell(raw, "idle", {"rep": rep, "try": attempt},
                      [cell_args("test", "stream", 16, "poll", warm, dur) +
@@ -564,18 +573,29 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         set_param("poll_stop_idle", 60 * hz)
         busy = cell_args("test", "stream", 16, "poll", warm, dur) + ["-k", "64"]
         idle = ["-d", "test", "-w", "idle", "-W", str(warm), "-D", str(dur), "-k", "64"]
-        for n in (1, crowd):
+        for n in ((1, crowd) if "crowd" in probes else ()):
             log(f"rep {rep + 1}/{reps} one busy among {n} polled")
             run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit, n)
         # What an empty visit costs: n idle polled vqs of one owner, then
         # of n owners (each visit entering another address space), as the
         # threads count it over the first driver's measured second.
-        for n in ((1, 4) if quick else (1, 16, 256)):
+        for n in ((1, 4) if quick else (1, 16, 256)) if "visit" in probes else ():
             for owners in sorted({1, n}):
                 log(f"rep {rep + 1}/{reps} visit cost: {n} idle vqs, {owners} owner(s)")
                 specs = ([idle + ["-n", str(n - 1)]] if owners == 1 else [idle] * n)
                 run_cell(raw, "visit", {"nvq": n, "owners": owners, "rep": rep}, specs,
                          limit + n / 4, n)
+        # Lanes side by side: LANES_VQS idle polled vqs of one owner,
+        # visited by one polling thread, then by two (poll_threads=2),
+        # as the threads count their empty visits over the driver's
+        # measured second. Two lanes that wait for nothing of each other
+        # make about twice the visits of one, where each has a vCPU.
+        for threads in ((1, 2) if "lanes" in probes else ()):
+            log(f"rep {rep + 1}/{reps} lanes: {LANES_VQS} idle vqs, {threads} thread(s)")
+            set_param("poll_threads", threads)
+            run_cell(raw, "lanes", {"threads": threads, "rep": rep},
+                     [idle + ["-n", str(LANES_VQS - 1)]], limit + LANES_VQS / 4, LANES_VQS)
+        set_param("poll_threads", 1)
         set_param("poll_stop_idle", stop_idle)
         set_param("poll_min_gain", min_gain)
         save(raw, out_dir)
@@ -584,7 +604,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
     # it loaded at rate 0, a pair at a time, the order alternating; each
     # pair's ratio is one sample, so that drift in a shared machine's speed
     # cancels within a pair and shows as spread across pairs.
-    npairs = 6 if quick else 40
+    npairs = (6 if quick else 40) if "hook" in probes else 0
     for i in range(npairs):
         order = ("notify", "hooked") if i % 2 == 0 else ("hooked", "notify")
         if i % 10 == 0:
@@ -605,7 +625,8 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
     raw["meta"]["seconds"] = round(time.monotonic() - t_start, 1)
     raw["meta"]["complete"] = True
     save(raw, out_dir)
-    errors = sum("error" in c for k in ("cells", "idle", "crowd", "visit") for c in raw[k])
+    errors = sum("error" in c for k in ("cells", "idle", "crowd", "visit", "lanes")
+                 for c in raw.get(k, []))
     log(f"raw figures in {out_dir}/raw.json after {raw['meta']['seconds']} s; "
         f"{errors} runs failed")
 
@@ -1127,6 +1148,28 @@ def summarise(raw, env, accel):
                            f"({c.get('polled_vqs_at_start')} polled at the start)")
             for c in raw["visit"]
             if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")]
+    lanes = {}
+    for c in raw.get("lanes", []):
+        d = (c.get("drivers") or [{}])[0]
+        if "error" in c or not d.get("empty_visits") or not d.get("seconds"):
+            continue
+        lanes.setdefault(c["threads"], []).append(
+            (d["empty_visits"] / d["seconds"], c["polled_vqs_at_start"],
+             (c.get("worker") or {}).get("threads")))
+    if raw.get("lanes"):
+        per = {t: {"visits_per_s": median(x[0] for x in v),
+                   "polled_vqs_at_start": min(x[1] for x in v),
+                   "threads_seen": min((x[2] for x in v if x[2] is not None), default=None),
+                   "reps": len(v)} for t, v in sorted(lanes.items())}
+        one, two = per.get(1), per.get(2)
+        probes["lanes"] = {
+            "nvq": LANES_VQS, "per_threads": per,
+            "ratio": (two["visits_per_s"] / one["visits_per_s"]
+                      if one and two and one["visits_per_s"] else None),
+            "errors": [c.get("error", f"{c['threads']} thread(s): no empty visit measured")
+                       for c in raw["lanes"]
+                       if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")],
+        }
     pc = [c for c in cells if c["mode"] in POLL_MODES and "worker_refused" in c]
     if pc:
         probes["poller"] = [{
@@ -1524,6 +1567,16 @@ def probe_lines(probes):
                    f"switches a visit; {v['polled_vqs_at_start']} polled at the start")
     for e in probes.get("visit_cost_errors", []):
         out.append(f"visit cost not measured: {e}")
+    ln = probes.get("lanes")
+    if ln:
+        per = ln["per_threads"]
+        out.append(f"lanes: {ln['nvq']} idle polled vqs of one owner, empty visits a second: "
+                   + "; ".join(f"{t} thread(s) {fmt(v['visits_per_s'])} ({v['polled_vqs_at_start']} "
+                               f"polled at the start, {v['threads_seen']} threads ran)"
+                               for t, v in sorted(per.items(), key=lambda kv: int(kv[0])))
+                   + (f"; two over one x{fmt(ln['ratio'])}" if ln["ratio"] else ""))
+        for e in ln["errors"]:
+            out.append(f"lanes not measured: {e}")
     ob = probes.get("one_busy")
     if ob:
         out.append(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
@@ -1688,20 +1741,28 @@ def check(out_dir):
                 ok(c.get("worker_threads") == 2,
                    f"{name}: two polling threads ran (poll_threads=2): "
                    f"{c.get('worker_threads')}")
+        ran = res["meta"].get("probes", PROBES)
         i = res["probes"]["idle"]
-        ok(i["cpu_pct"] is not None and 0 <= i["cpu_pct"] <= 100 and i["sleep_ms"] is not None
+        ok("idle" not in ran or i["cpu_pct"] is not None and 0 <= i["cpu_pct"] <= 100 and i["sleep_ms"] is not None
            and not i["errors"], "idle probe: CPU and time to sleep measured")
         ob = res["probes"].get("one_busy")
-        ok(ob and ob["ratio"] and ob["ratio"] > 0 and not ob["errors"] and
+        ok("crowd" not in ran or ob and ob["ratio"] and ob["ratio"] > 0 and not ob["errors"] and
            (ob["polled_vqs_at_start"] >= ob["ndev"] or ob.get("stalls", 0) > 0),
            "one-busy probe: every device polled at the start (or some handed back "
            "by the watchdog, counted), a ratio measured")
         vcs = res["probes"].get("visit_cost", [])
-        ok(vcs and all(v["ns"] > 0 for v in vcs) and
+        ok("visit" not in ran or vcs and all(v["ns"] > 0 for v in vcs) and
            not res["probes"].get("visit_cost_errors"),
            "visit-cost probe: every run measured a cost of an empty visit")
+        if "lanes" in ran:
+            ln = res["probes"].get("lanes")
+            per = (ln or {}).get("per_threads", {})
+            ok(ln and ln["ratio"] and ln["ratio"] > 0 and not ln["errors"] and
+               (per.get("2") or per.get(2) or {}).get("threads_seen") == 2,
+               "lanes probe: one and two polling threads each measured empty visits, "
+               "two threads ran")
         h = res["probes"].get("hook")
-        ok(h and h["pairs"] > 0 and all(math.isfinite(h[k]) and h[k] > 0
+        ok("hook" not in ran or h and h["pairs"] > 0 and all(math.isfinite(h[k]) and h[k] > 0
                                         for k in ("median", "q1", "q3")) and not h["errors"],
            "hook-cost probe: every pair ran, a median ratio measured")
         if any(c["device"] == "guest" for c in res["cells"]):
@@ -1760,6 +1821,8 @@ def main():
                    help="only these cells: DEV:WORKLOAD:BATCH:NDEV,... (* for any)")
     r.add_argument("--regimes", default=",".join(DEFAULT_REGIMES),
                    help="where the cells run: shared, core, io (default shared,core)")
+    r.add_argument("--probes", default=",".join(PROBES),
+                   help=f"the probes that run: {', '.join(PROBES)} (default all)")
     r = sub.add_parser("report", help="on the host: results, table, chart, targets")
     r.add_argument("out")
     r.add_argument("--command", default="make bench")
@@ -1770,8 +1833,11 @@ def main():
         regimes = [r for r in REGIMES if r in a.regimes.split(",")]
         if not regimes or set(a.regimes.split(",")) - set(REGIMES):
             ap.error(f"--regimes {a.regimes}: a comma-separated list of {', '.join(REGIMES)}")
+        probes = [p for p in PROBES if p in a.probes.split(",")]
+        if set(p for p in a.probes.split(",") if p) - set(PROBES):
+            ap.error(f"--probes {a.probes}: a comma-separated list of {', '.join(PROBES)}")
         guest_run(a.out, a.quick, a.reps, a.stop_idle,
-                  [c for c in a.cells.split(",") if c], regimes)
+                  [c for c in a.cells.split(",") if c], regimes, probes)
     elif a.cmd == "report":
         report(a.out, a.command)
     else:
