@@ -15,8 +15,8 @@ use kernel::{sync::Arc, vhost_poller::StopReason};
 /// # Invariants
 ///
 /// While `policy` is in poll mode its lane counts this entry in
-/// `Lane::polled`, once (and the table keeps it in the lane's ring:
-/// `Table::start`, `Table::stop`); `vq.poll_mode` is set only in poll mode
+/// `Lane::polled`, once (and the entry is in the lane's ring:
+/// `Table::start`, `Table::settle`); `vq.poll_mode` is set only in poll mode
 /// (vhost may clear it first: quiesce, watchdog).
 pub(crate) struct Entry {
     vq: Arc<VqState>,

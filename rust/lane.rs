@@ -60,19 +60,19 @@ impl Lane {
 
     /// How many virtqueues it polls.
     pub(crate) fn polled(&self) -> u32 {
-        // Relaxed: changed only under the table's lock; a reader without
-        // it (placement holds it; the lane's own sleep check and the
-        // counters do not) sees a value that was true a moment ago, and
+        // Relaxed: changed only under the lane's ring lock; a reader
+        // without it (placement, the lane's own sleep check, the
+        // counters) sees a value that was true a moment ago, and
         // the lane's waker covers a vq placed after the read.
         self.polled.load(Relaxed)
     }
 
-    /// One more virtqueue polled (`Entry::start`, under the table's lock).
+    /// One more virtqueue polled (`Entry::start`, under the ring's lock).
     pub(crate) fn add_polled(&self) {
         self.polled.fetch_add(1, Relaxed);
     }
 
-    /// One fewer (`Entry::stop`, under the table's lock).
+    /// One fewer (`Entry::stop`, under the ring's lock).
     pub(crate) fn remove_polled(&self) {
         self.polled.fetch_sub(1, Relaxed);
     }

@@ -6,8 +6,9 @@
 //! and the books of vqs vhost took back (`Shared::serve`), and starts and
 //! stops the other lanes' threads.
 //!
-//! A pass walks the ring of the vqs the lane polls (`Table::begin_pass`),
-//! so it costs those vqs, however many others are attached.
+//! A pass walks the ring of the vqs the lane polls (`ring.rs`), with that
+//! ring's lock only, so it costs those vqs, however many others are
+//! attached, and waits for no other lane.
 //!
 //! A lane runs no handler. When a ring has buffers it queues the vq's
 //! kick handler to the vq's own vhost worker, as a kick would; starts and
@@ -26,6 +27,7 @@ use crate::lane::{Lane, NAMES};
 use crate::mm_cursor::{drive, Step, Stepper};
 use crate::placement::Placement;
 use crate::policy::{Exit, LanePolicy, PassSeen, Pause, THREADS_MAX};
+use crate::ring::Ring;
 use crate::shared::Shared;
 use crate::visit::{visit, Visit};
 use core::sync::atomic::Ordering::Relaxed;
@@ -58,6 +60,7 @@ struct Pass {
 /// One lane's loop, as its thread runs it.
 struct LaneLoop<'a> {
     shared: &'a Arc<Shared>,
+    ring: &'a Arc<Ring>,
     lane: &'a Arc<Lane>,
     /// The first lane's: the other lanes' threads.
     helpers: Option<&'a mut Helpers>,
@@ -189,49 +192,54 @@ impl Stepper for LaneLoop<'_> {
             if self.lane.waker.is_pending() || kthread::should_stop() {
                 break;
             }
-            let mut table = self.shared.table.lock();
-            let slot = match (self.pending.take(), pass.next) {
-                (Some(slot), _) => slot,
+            let mut polled = self.ring.polled.lock();
+            let pos = match (self.pending.take(), pass.next) {
+                (Some(pos), _) => pos,
                 (None, Some(_)) if pass.left == 0 => break,
-                (None, Some(slot)) => slot,
+                (None, Some(pos)) => pos,
                 (None, None) => {
                     pass.left = self.lane.polled();
                     pass.started_ns = Ktime::ktime_get().to_ns();
-                    match table.begin_pass(self.lane.index) {
-                        Some(slot) => slot,
+                    match polled.turn() {
+                        Some(pos) => pos,
                         None => break,
                     }
                 }
             };
-            // Read before the visit, which may take `slot` out of the ring.
-            let after = table.next_polled(slot);
-            let Some(e) = table.polled_by(slot, self.lane) else {
-                // Stopped since the last step (detach, quiesce, the first
-                // lane settling the books): the pass ends here, and the
-                // next begins at the ring's head.
+            // Read before the visit, whose exit the lane settles next.
+            let after = polled.next(pos);
+            let Some(x) = polled.get_mut(pos).filter(|x| x.entry.polled_by(self.lane)) else {
+                // Stopped since the last step (detach, a hand-back): the
+                // pass ends here, and the next begins at the ring's head.
                 break;
             };
-            match visit(e, scope) {
+            let mut stopped = false;
+            match visit(&mut x.entry, scope) {
                 Visit::Made(v) => {
                     pass.visits += 1;
                     pass.found |= v.work;
                     pass.paid |= v.queued;
                     if let Some(why) = v.exit {
-                        table.stop(slot, why, clock::now(), &crate::params::now());
+                        x.entry.stop(why, clock::now(), &crate::params::now());
+                        stopped = true;
                     }
                     pass.next = Some(after);
                     pass.left = pass.left.saturating_sub(1);
                 }
                 Visit::Needs(mm) => {
                     // Visited again, first, in that address space.
-                    self.pending = Some(slot);
-                    pass.next = Some(slot);
+                    self.pending = Some(pos);
+                    pass.next = Some(pos);
                     self.pass = Some(pass);
-                    drop(table);
+                    drop(polled);
                     return Step::Enter(mm);
                 }
             }
-            drop(table);
+            drop(polled);
+            if stopped {
+                // Back to the table, with its lock: not held above.
+                self.shared.settle(self.lane);
+            }
             kthread::cond_resched();
         }
         self.after_pass(pass);
@@ -239,26 +247,31 @@ impl Stepper for LaneLoop<'_> {
     }
 
     fn cannot_enter(&mut self) {
-        let Some(slot) = self.pending.take() else {
+        let Some(pos) = self.pending.take() else {
             return;
         };
-        let mut table = self.shared.table.lock();
-        if table.polled_by(slot, self.lane).is_some() {
-            table.stop(slot, Exit::Error, clock::now(), &crate::params::now());
+        let mut polled = self.ring.polled.lock();
+        if let Some(x) = polled.get_mut(pos).filter(|x| x.entry.polled_by(self.lane)) {
+            x.entry
+                .stop(Exit::Error, clock::now(), &crate::params::now());
         }
+        drop(polled);
+        self.shared.settle(self.lane);
     }
 }
 
 /// The loop of `lane`'s thread. The first lane passes `helpers`, the
 /// others' places: it serves the requests and keeps the wanted lanes
 /// running, and stops them all before it returns.
-fn run(shared: &Arc<Shared>, lane: &Arc<Lane>, helpers: Option<&mut Helpers>) {
+fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
+    let lane = &ring.lane;
     let c = &lane.counters;
     let pid = current!().pid();
     c.pid.store(pid.into(), Relaxed);
     c.since_ns.store(Ktime::ktime_get().to_ns(), Relaxed);
     let mut lane_loop = LaneLoop {
         shared,
+        ring,
         lane,
         helpers,
         running: 1,
@@ -310,15 +323,15 @@ fn spawn(shared: &Arc<Shared>, i: usize) -> Result<KThread> {
     let (thread_shared, thread_handoff) = (shared.clone(), handoff.clone());
     let name = NAMES.get(i).copied().ok_or(EINVAL)?;
     let thread = KThread::run(name, move || {
-        if let Some(lane) = thread_handoff.wait() {
-            run(&thread_shared, &lane, None);
+        if let Some(ring) = thread_handoff.wait() {
+            run(&thread_shared, &ring, None);
         }
     })?;
     // On error, dropping `thread` stops it before it got a lane.
-    let lane = Lane::new(i, thread.task().into())?;
-    shared.table.lock().set_lane(i, Some(lane.clone()));
-    handoff.give(lane.clone());
-    lane.waker.wake();
+    let ring = Ring::new(Lane::new(i, thread.task().into())?)?;
+    shared.table.lock().set_lane(i, Some(ring.clone()));
+    handoff.give(ring.clone());
+    ring.lane.waker.wake();
     Ok(thread)
 }
 

@@ -29,8 +29,8 @@ impl Poller for Shared {
     fn attach(this: ArcBorrow<'_, Self>, vq: Vq) -> Option<Arc<VqState>> {
         // vhost is attaching `vq`: it is alive.
         let (device, index) = vq.access().map(|vq| (vq.device(), vq.index()))?;
-        // Allocated before the table's lock, which the lanes take at every
-        // step: an allocation may wait for reclaim.
+        // Allocated before the table's lock, which the lanes take between
+        // passes: an allocation may wait for reclaim.
         let state = Arc::new(
             VqState {
                 handle: vq,
@@ -42,7 +42,7 @@ impl Poller for Shared {
                 want_poll: AtomicBool::new(false),
                 stalled: AtomicBool::new(false),
                 counters: VqCounters::default(),
-                waker: this.first.waker.clone(),
+                waker: this.first.lane.waker.clone(),
             },
             GFP_KERNEL,
         )

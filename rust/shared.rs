@@ -3,20 +3,24 @@
 //! What the lanes, the kick hook, vhost's callbacks and the counters
 //! share: the table behind one lock, and the first lane.
 //!
-//! Locking: `table` is held by a lane for each step (serving requests,
-//! one visit of one vq) and released between steps; a step costs the vqs
-//! the lane polls, not the table (`table.rs`). A visit only tries
+//! Locking: a lane visits the vqs it polls holding its own ring's lock
+//! only (`ring.rs`), one visit at a time, so lanes do not wait for each
+//! other. `table` is held to serve requests, to move an entry between
+//! the table and a ring (start, stop, hand-back), by attach and detach,
+//! and for the counters' snapshot. A visit only tries
 //! the vq's mutex and reads the ring with page faults off; an address
 //! space is entered and left with the lock released (`mm_cursor.rs`).
 //! So vhost's detach, which takes the vq out of the table (under the
 //! mutex every vhost open and close takes), waits for one short step.
 //! Kicks and quiesce take no lock. A vq is reached only through its
 //! handle's guard (`Vq::access`), which vhost's detach revokes: the order
-//! is `table`, then the guard's lock, then (tried only) the vq's mutex.
+//! is `table`, then one ring's lock, then the guard's lock, then (tried
+//! only) the vq's mutex.
 
 use crate::lane::Lane;
 use crate::policy::{Exit, LanePolicy, Params, Start};
-use crate::table::Table;
+use crate::ring::Ring;
+use crate::table::{Place, Table};
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
@@ -54,14 +58,14 @@ struct VqRow {
 pub(crate) struct Shared {
     #[pin]
     pub(crate) table: Mutex<Table>,
-    pub(crate) first: Arc<Lane>,
+    pub(crate) first: Arc<Ring>,
 }
 
 impl Shared {
     /// The state shared with the first lane's thread, `task`, which a
     /// `Handoff` then gives it.
     pub(crate) fn new(task: ARef<Task>) -> Result<Arc<Self>> {
-        let first = Lane::new(0, task)?;
+        let first = Ring::new(Lane::new(0, task)?)?;
         // INVARIANT: `first` is the table's first lane.
         Arc::pin_init(
             pin_init!(Self {
@@ -98,7 +102,8 @@ impl Shared {
                 continue;
             }
             let p = crate::params::now();
-            for e in table.iter() {
+            let mut res = Ok(());
+            table.for_each_entry(|e| {
                 let (window, cool) = e.window_and_cool(&p);
                 let row = VqRow {
                     vq: e.vq_arc(),
@@ -108,8 +113,11 @@ impl Shared {
                     lane: e.last_lane(),
                 };
                 // Within capacity (at most `slots()` entries): no allocation.
-                rows.push(row, GFP_NOWAIT)?;
-            }
+                if res.is_ok() {
+                    res = rows.push(row, GFP_NOWAIT);
+                }
+            });
+            res?;
             break rows;
         };
         for (i, r) in rows.iter().enumerate() {
@@ -126,81 +134,75 @@ impl Shared {
     /// Calls `f` for each running lane, in order, under the lock.
     pub(crate) fn for_each_lane(&self, mut f: impl FnMut(&Lane)) {
         let table = self.table.lock();
-        for lane in table.lanes().iter().flatten() {
-            f(lane);
+        for ring in table.lanes().iter().flatten() {
+            f(&ring.lane);
         }
     }
 
     /// Serves the start requests, each as the policy decides
-    /// (`VqPolicy::start_request`) among the lanes `p` wants, and settles
-    /// the books of the vqs vhost took back, if a kick or vhost woke the
-    /// first lane since it last served: only then does it walk the table.
-    /// The first lane calls it, with the table locked.
+    /// (`VqPolicy::start_request`) among the lanes `p` wants, if a kick or
+    /// vhost woke the first lane since it last served: only then does it
+    /// walk the table. A vq vhost took back while polled is settled by its
+    /// lane, at its next visit. The first lane calls it, with the table
+    /// locked.
     pub(crate) fn serve(&self, table: &mut Table, p: &Params) {
-        if !self.first.waker.take() {
+        if !self.first.lane.waker.take() {
             return;
         }
         let now = crate::clock::now();
         let lanes = table.lanes().clone();
         let lanes = lanes.get(..p.lanes()).unwrap_or(&lanes);
         for slot in 0..table.slots() {
-            let Some(e) = table.get(slot) else {
+            let Some(Place::Here(e)) = table.get(slot) else {
                 continue;
             };
-            if let Some(why) = e.taken_back() {
-                // vhost took it back (quiesce, watchdog): settle the books,
-                // before the request that may have come since.
-                table.stop(slot, why, now, p);
-            }
-            let Some(e) = table.get(slot) else {
-                continue;
-            };
-            if e.is_polled() || !e.vq().want_poll.swap(false, Relaxed) {
+            if !e.vq().want_poll.swap(false, Relaxed) {
                 continue;
             }
             let loads = lanes
                 .iter()
-                .map(|l| l.as_ref().map_or(LanePolicy::ABSENT, |l| l.load(p)));
+                .map(|r| r.as_ref().map_or(LanePolicy::ABSENT, |r| r.lane.load(p)));
             match e.start_request(now, loads, p) {
                 Start::Ignore => {}
                 Start::On(n) => {
                     // `place` picked a running lane (absent ones have no room).
                     if table.start(slot, n, now, p) && n != 0 {
-                        if let Some(lane) = lanes.get(n).and_then(Option::as_ref) {
-                            lane.waker.wake();
+                        if let Some(r) = lanes.get(n).and_then(Option::as_ref) {
+                            r.lane.waker.wake();
                         }
                     }
                 }
                 Start::Refuse { until } => {
                     e.refuse(until);
-                    self.first.counters.refused.fetch_add(1, Relaxed);
+                    self.first.lane.counters.refused.fetch_add(1, Relaxed);
                 }
             }
         }
     }
 
-    /// Returns `lane`'s polled vqs to notification mode, for `why`.
-    pub(crate) fn hand_back(&self, lane: &Lane, why: Exit) {
+    /// Moves back to the table the entries `lane` stopped polling, after
+    /// a visit decided so; wakes the first lane if a start request waits.
+    pub(crate) fn settle(&self, lane: &Lane) {
+        self.settle_for(lane, None);
+    }
+
+    fn settle_for(&self, lane: &Lane, why: Option<Exit>) {
         let mut table = self.table.lock();
         let (now, p) = (crate::clock::now(), crate::params::now());
-        table.stop_lane(lane.index, why, now, &p);
+        if table.settle(lane.index, why, now, &p) {
+            self.first.lane.waker.wake();
+        }
+    }
+
+    /// Returns `lane`'s polled vqs to notification mode, for `why`.
+    pub(crate) fn hand_back(&self, lane: &Lane, why: Exit) {
+        self.settle_for(lane, Some(why));
     }
 
     /// Takes the entry of `vq` out of the table (vhost detaches it): out
     /// of poll mode first, to keep the counts right.
     pub(crate) fn forget(&self, vq: &VqState) {
         let mut table = self.table.lock();
-        let Some(slot) = table.find(vq) else {
-            return;
-        };
-        // vhost takes the vq out of poll mode itself; this keeps the
-        // counters right.
-        table.stop(
-            slot,
-            Exit::Detach,
-            crate::clock::now(),
-            &crate::params::now(),
-        );
-        table.remove(slot);
+        table.forget(vq, crate::clock::now(), &crate::params::now());
     }
 }

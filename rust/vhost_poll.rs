@@ -22,6 +22,8 @@ mod visit;
 
 mod table;
 
+mod ring;
+
 mod entry;
 
 mod mm_cursor;
@@ -34,6 +36,7 @@ mod counters;
 mod handoff;
 mod params;
 mod placement;
+mod slots;
 mod waker;
 
 pub mod policy;
@@ -100,7 +103,7 @@ impl kernel::Module for VhostPoll {
         .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
         let shared = shared::Shared::new(first.task().into())?;
         handoff.give(shared.clone());
-        shared.first.waker.wake();
+        shared.first.lane.waker.wake();
         let cpus_watch = module_parameters::poll_cpus
             .watch(module, first.task().into())
             .inspect_err(|e| pr_err!("cannot follow poll_cpus and CPU hotplug: {:?}\n", e))?;

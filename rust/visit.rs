@@ -20,7 +20,8 @@ pub(crate) enum Visit {
 /// Visits polled `e` in `scope`'s address space: queues its handler if
 /// its ring has buffers (`VqGuard::poll`). When the policy says it goes
 /// back to notification mode, the caller stops it (`Visited::exit`:
-/// `Table::stop`, which also takes it out of its lane's ring).
+/// `Entry::stop`, then `Shared::settle`, which takes it out of its
+/// lane's ring).
 #[must_use = "the exit, and the pause after a pass, depend on what the visit saw"]
 pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     let p = crate::params::now();

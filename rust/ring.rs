@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A lane and the entries of the virtqueues it polls, behind a lock of
+//! the lane's own: a lane visits its vqs holding that lock only, so lanes
+//! do not wait for each other, nor for the table (attach, detach, the
+//! counters, start requests). An entry moves here when it starts being
+//! polled and back to the table when it stops (`Table::start`,
+//! `Table::settle`), both with the table's lock and this one held.
+
+use crate::entry::Entry;
+use crate::lane::Lane;
+use crate::slots::Slots;
+use kernel::{alloc::flags::GFP_KERNEL, new_mutex, prelude::*, sync::Arc, sync::Mutex};
+
+/// An entry the lane polls, and its slot in the table.
+pub(crate) struct Polled {
+    pub(crate) slot: usize,
+    pub(crate) entry: Entry,
+}
+
+/// A lane and what it polls.
+///
+/// # Invariants
+///
+/// `polled` holds the entries `lane` polls, and those it stopped polling
+/// since it last took the table's lock (a visit decided so: the lane
+/// settles them next, `Table::settle`). For each, the table's slot
+/// `slot` is `Place::Polled` with this lane's index and its index here.
+#[pin_data]
+pub(crate) struct Ring {
+    pub(crate) lane: Arc<Lane>,
+    #[pin]
+    pub(crate) polled: Mutex<Slots<Polled>>,
+}
+
+impl Ring {
+    /// Lane `lane`, polling nothing yet.
+    pub(crate) fn new(lane: Arc<Lane>) -> Result<Arc<Self>> {
+        // INVARIANT: Nothing polled, nothing here.
+        Arc::pin_init(
+            pin_init!(Self {
+                lane,
+                polled <- new_mutex!(Slots::new(), "vhost_poll::ring"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+}
