@@ -194,7 +194,14 @@ impl Stepper for LaneLoop<'_> {
             }
             let mut polled = self.ring.polled.lock();
             let pos = match (self.pending.take(), pass.next) {
-                (Some(pos), _) => pos,
+                (Some(pos), Some(_)) => pos,
+                (Some(pos), None) => {
+                    // The visit that waited for its address space, when a
+                    // wake-up ended its pass: it begins this one.
+                    pass.left = self.lane.polled();
+                    pass.started_ns = Ktime::ktime_get().to_ns();
+                    pos
+                }
                 (None, Some(_)) if pass.left == 0 => break,
                 (None, Some(pos)) => pos,
                 (None, None) => {
