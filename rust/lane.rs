@@ -35,7 +35,8 @@ pub(crate) struct Lane {
     pub(crate) index: usize,
     pub(crate) waker: Arc<Waker>,
     pub(crate) counters: LaneCounters,
-    /// Virtqueues this lane polls: the table keeps it (see `Table`).
+    /// Virtqueues this lane polls: its ring's entries in poll mode,
+    /// counted by `Entry::start` and `Entry::stop` under the ring's lock.
     polled: AtomicU32,
     /// Its last contention window found its CPU wanted by others, as its
     /// thread last saw (`LanePolicy::contended`).

@@ -3,8 +3,8 @@
 //! The lanes' threads: `vhost-poll` and, when `poll_threads` asks for
 //! more, `vhost-poll/1` and on, each visiting the rings of the virtqueues
 //! it polls, round robin. The first lane also serves the start requests
-//! and the books of vqs vhost took back (`Shared::serve`), and starts and
-//! stops the other lanes' threads.
+//! (`Shared::serve`), and starts and stops the other lanes' threads; each
+//! lane settles the vqs vhost took back from it, at its next visit.
 //!
 //! A pass walks the ring of the vqs the lane polls (`ring.rs`), with that
 //! ring's lock only, so it costs those vqs, however many others are
@@ -145,6 +145,9 @@ impl LaneLoop<'_> {
         self.lane.set_contended(self.policy.contended());
         if let Some(why) = after.hand_back {
             self.shared.hand_back(self.lane, why);
+            // Its slot is free, or another vq's: the next pass begins at
+            // the ring's head.
+            self.pending = None;
         }
         match after.pause {
             Pause::None => {}
@@ -175,6 +178,7 @@ impl Stepper for LaneLoop<'_> {
                     return Step::Done;
                 }
                 if self.between_passes() == 0 {
+                    self.pending = None;
                     self.policy.rested();
                     self.lane.set_contended(false);
                     if scope.is_some() {
@@ -303,9 +307,11 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
 fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, wanted: usize) {
     for i in (wanted.max(1)..THREADS_MAX).rev() {
         if let Some(thread) = helpers[i].take() {
-            // Waits for it to hand its vqs back and return.
+            // Waits for it to hand its vqs back and return; a thread
+            // stopped before it ever ran handed nothing back, so what its
+            // ring still holds goes back here.
             thread.stop();
-            shared.table.lock().set_lane(i, None);
+            shared.retire(i);
         }
     }
     for (i, place) in helpers.iter_mut().enumerate().take(wanted).skip(1) {

@@ -47,7 +47,9 @@ impl Poller for Shared {
             GFP_KERNEL,
         )
         .ok()?;
-        let mut entry = Entry::new(state.clone());
+        // Boxed, so that moving it between the table and a lane's ring is
+        // a pointer's move, and their slots stay small.
+        let mut entry = KBox::new(Entry::new(state.clone()), GFP_KERNEL).ok()?;
         loop {
             let mut table = this.table.lock();
             let room = match table.room() {

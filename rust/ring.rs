@@ -15,7 +15,7 @@ use kernel::{alloc::flags::GFP_KERNEL, new_mutex, prelude::*, sync::Arc, sync::M
 /// An entry the lane polls, and its slot in the table.
 pub(crate) struct Polled {
     pub(crate) slot: usize,
-    pub(crate) entry: Entry,
+    pub(crate) entry: KBox<Entry>,
 }
 
 /// A lane and what it polls.

@@ -199,6 +199,19 @@ impl Shared {
         self.settle_for(lane, Some(why));
     }
 
+    /// Forgets lane `i` (not the first), whose thread stopped: what its
+    /// ring still holds goes back to notification mode first (`Off`), as
+    /// a thread stopped before it ever ran handed nothing back. The first
+    /// lane calls it.
+    pub(crate) fn retire(&self, i: usize) {
+        let mut table = self.table.lock();
+        let (now, p) = (crate::clock::now(), crate::params::now());
+        if table.settle(i, Some(Exit::Off), now, &p) {
+            self.first.lane.waker.wake();
+        }
+        table.set_lane(i, None);
+    }
+
     /// Takes the entry of `vq` out of the table (vhost detaches it): out
     /// of poll mode first, to keep the counts right.
     pub(crate) fn forget(&self, vq: &VqState) {

@@ -24,7 +24,7 @@ use kernel::{prelude::*, sync::Arc};
 /// Where a virtqueue's entry is.
 pub(crate) enum Place {
     /// Here: the vq is in notification mode.
-    Here(Entry),
+    Here(KBox<Entry>),
     /// In lane `lane`'s ring, at `pos`.
     Polled {
         lane: usize,
@@ -55,8 +55,10 @@ pub(crate) type Spare = slots::Spare<Place>;
 /// names a lane that is in `lanes`, whose ring has the entry at `pos`
 /// (`Ring`'s invariant).
 ///
-/// `lanes[0]` is the first lane, always there; `lanes[i]` is there while
-/// lane `i`'s thread runs.
+/// `lanes[0]` is the first lane, always there; `lanes[i]` is there from
+/// the spawn of lane `i`'s thread (before it first runs) until the first
+/// lane retires it, its thread stopped and its ring emptied
+/// (`Shared::retire`).
 pub(crate) struct Table {
     slots: Slots<Place>,
     lanes: [Option<Arc<Ring>>; THREADS_MAX],
@@ -123,7 +125,7 @@ impl Table {
     /// Adds the entry of a virtqueue being attached, in a free slot, and
     /// records the slot in its `VqState`. Gives the entry back when there
     /// is no room without an allocation ([`Table::room`]).
-    pub(crate) fn insert(&mut self, entry: Entry) -> Result<(), Entry> {
+    pub(crate) fn insert(&mut self, entry: KBox<Entry>) -> Result<(), KBox<Entry>> {
         // INVARIANT: Called once per attach, with an entry not polled.
         match self.slots.insert(Place::Here(entry)) {
             Ok(slot) => {
@@ -156,16 +158,18 @@ impl Table {
         let Some(Some(ring)) = self.lanes.get(lane).cloned() else {
             return false;
         };
+        let Some(Place::Here(e)) = self.slots.get_mut(slot) else {
+            return false;
+        };
         let mut polled = ring.polled.lock();
         if let Err(len) = polled.room() {
+            // A pointer and two indices a slot: small, but without
+            // sleeping, under the locks the lanes take.
             match slots::Spare::new_nowait(len) {
                 Ok(spare) => polled.grow(spare),
                 Err(_) => return false,
             }
         }
-        let Some(Place::Here(e)) = self.slots.get_mut(slot) else {
-            return false;
-        };
         if !e.start(&ring.lane, now, p) {
             return false;
         }
@@ -243,7 +247,9 @@ impl Table {
         };
         if let Some(ring) = lane.and_then(|l| self.lanes.get(l).cloned().flatten()) {
             let mut polled = ring.polled.lock();
-            if let Some(mut gone) = polled.remove(pos) {
+            // Only this slot's own entry: `pos` is in this ring.
+            let ours = polled.get(pos).is_some_and(|x| x.slot == slot);
+            if let Some(mut gone) = ours.then(|| polled.remove(pos)).flatten() {
                 // vhost takes the vq out of poll mode itself; this keeps
                 // the counters right.
                 gone.entry.stop(Exit::Detach, now, p);

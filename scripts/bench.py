@@ -63,6 +63,10 @@ DEFAULT_REGIMES = ("shared", "core")
 # after the load, one busy device among idle polled ones, an empty
 # visit's cost, one and two lanes side by side, and the hook's cost.
 PROBES = ("idle", "crowd", "visit", "lanes", "hook")
+# Only on request: 256 idle owners with nothing polled (poll_start_rate
+# 0), the visit probe's 256-owner cell without polling, to tell whether
+# the guest's RCU stalls after it come from polling (benchmarks.rst).
+EXTRA_PROBES = ("unpolled",)
 # Idle polled vqs the lanes probe shares between its lanes.
 LANES_VQS = 32
 # The regimes that give the polling threads the last vCPU (poll_cpus):
@@ -511,7 +515,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "regimes": list(regimes), "core_poll_cpus": poll_cpus("core"),
                     "probes": list(probes)},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
-           "lanes": []}
+           "lanes": [], "unpolled": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
@@ -596,6 +600,16 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
             run_cell(raw, "lanes", {"threads": threads, "rep": rep},
                      [idle + ["-n", str(LANES_VQS - 1)]], limit + LANES_VQS / 4, LANES_VQS)
         set_param("poll_threads", 1)
+        if "unpolled" in probes:
+            log(f"rep {rep + 1}/{reps} unpolled: 256 idle owners, poll_start_rate 0")
+            with open(PARAMS + "poll_start_rate") as f:
+                rate = f.read().strip()
+            set_param("poll_start_rate", 0)
+            t0 = time.monotonic()
+            rec = run_cell(raw, "unpolled", {"nvq": 256, "rep": rep}, [idle] * 256,
+                           limit + 64)
+            rec["seconds"] = time.monotonic() - t0
+            set_param("poll_start_rate", rate)
         set_param("poll_stop_idle", stop_idle)
         set_param("poll_min_gain", min_gain)
         save(raw, out_dir)
@@ -1170,6 +1184,9 @@ def summarise(raw, env, accel):
                        for c in raw["lanes"]
                        if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")],
         }
+    if raw.get("unpolled"):
+        probes["unpolled"] = [{"rep": c["rep"], "seconds": c.get("seconds", 0),
+                               "error": c.get("error")} for c in raw["unpolled"]]
     pc = [c for c in cells if c["mode"] in POLL_MODES and "worker_refused" in c]
     if pc:
         probes["poller"] = [{
@@ -1577,6 +1594,9 @@ def probe_lines(probes):
                    + (f"; two over one x{fmt(ln['ratio'])}" if ln["ratio"] else ""))
         for e in ln["errors"]:
             out.append(f"lanes not measured: {e}")
+    for c in probes.get("unpolled", []):
+        out.append(f"unpolled: 256 idle owners, nothing polled, rep {c['rep'] + 1}: "
+                   f"{c['seconds']:.1f} s" + (f" ({c['error']})" if c.get("error") else ""))
     ob = probes.get("one_busy")
     if ob:
         out.append(f"one busy among {ob['ndev']} polled: {fmt(ob['crowd_buffers_per_s'])} "
@@ -1822,7 +1842,8 @@ def main():
     r.add_argument("--regimes", default=",".join(DEFAULT_REGIMES),
                    help="where the cells run: shared, core, io (default shared,core)")
     r.add_argument("--probes", default=",".join(PROBES),
-                   help=f"the probes that run: {', '.join(PROBES)} (default all)")
+                   help=f"the probes that run: {', '.join(PROBES + EXTRA_PROBES)} "
+                        f"(default {', '.join(PROBES)})")
     r = sub.add_parser("report", help="on the host: results, table, chart, targets")
     r.add_argument("out")
     r.add_argument("--command", default="make bench")
@@ -1833,9 +1854,10 @@ def main():
         regimes = [r for r in REGIMES if r in a.regimes.split(",")]
         if not regimes or set(a.regimes.split(",")) - set(REGIMES):
             ap.error(f"--regimes {a.regimes}: a comma-separated list of {', '.join(REGIMES)}")
-        probes = [p for p in PROBES if p in a.probes.split(",")]
-        if set(p for p in a.probes.split(",") if p) - set(PROBES):
-            ap.error(f"--probes {a.probes}: a comma-separated list of {', '.join(PROBES)}")
+        probes = [p for p in PROBES + EXTRA_PROBES if p in a.probes.split(",")]
+        if set(p for p in a.probes.split(",") if p) - set(PROBES + EXTRA_PROBES):
+            ap.error(f"--probes {a.probes}: a comma-separated list of "
+                     f"{', '.join(PROBES + EXTRA_PROBES)}")
         guest_run(a.out, a.quick, a.reps, a.stop_idle,
                   [c for c in a.cells.split(",") if c], regimes, probes)
     elif a.cmd == "report":
