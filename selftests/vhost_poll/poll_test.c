@@ -404,7 +404,15 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 
 	/* Kept polled when nothing is asked of polling. */
 	ASSERT_EQ(0, vp_param_set("poll_min_gain", 0));
-	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
+	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz())) {
+		/* What kept it from poll mode for STALL_MS: the books say. */
+		if (vp_vq_sum(getpid(), self->d.index, &sum, &polled) > 0) {
+			TH_LOG("not polled again: cool-down %llu jiffies, %llu refused,",
+			       sum.cool, sum.refused);
+			TH_LOG("%llu entries, %llu exits, %llu stalls",
+			       sum.enters, sum.exits, sum.stalls);
+		}
+	}
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	exits = sum.exits;
 	stalls = sum.stalls;
