@@ -25,6 +25,10 @@ import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join(TOP, "selftests", "vhost_poll", "vhost_bench")
+NAP_COST = os.path.join(TOP, "selftests", "vhost_poll", "nap_cost")
+# The naps the nap probe times (ns): what a hybrid poller would sleep
+# through a gap of a few to a few tens of microseconds.
+NAPS_NS = (1000, 5000, 20000)
 PARAMS = "/sys/module/vhost_poll/parameters/"
 WORKER = "/sys/kernel/debug/vhost_poll/worker"
 VQS = "/sys/kernel/debug/vhost_poll/vqs"
@@ -62,11 +66,17 @@ DEFAULT_REGIMES = ("shared", "core")
 # The probes between repetitions (--probes): the thread going to sleep
 # after the load, one busy device among idle polled ones, an empty
 # visit's cost, one and two lanes side by side, and the hook's cost.
-PROBES = ("idle", "crowd", "visit", "lanes", "hook")
+PROBES = ("idle", "crowd", "visit", "lanes", "hook", "nap")
 # Only on request: 256 idle owners with nothing polled (poll_start_rate
 # 0), the visit probe's 256-owner cell without polling, to tell whether
 # the guest's RCU stalls after it come from polling (benchmarks.rst).
 EXTRA_PROBES = ("unpolled",)
+# The visit probe's largest cell: idle polled vqs of one owner, then of
+# as many owners. Under TCG that many owner processes leave the guest in
+# RCU stalls after they exit, with polling off as well (the unpolled
+# probe, benchmarks.rst); there the many-owner cell has TCG_OWNERS.
+MANY_VQS = 256
+TCG_OWNERS = 64
 # Idle polled vqs the lanes probe shares between its lanes.
 LANES_VQS = 32
 # The regimes that give the polling threads the last vCPU (poll_cpus):
@@ -515,6 +525,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "regimes": list(regimes), "core_poll_cpus": poll_cpus("core"),
                     "probes": list(probes)},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
+           "nap": [],
            "lanes": [], "unpolled": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
@@ -583,8 +594,13 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         # What an empty visit costs: n idle polled vqs of one owner, then
         # of n owners (each visit entering another address space), as the
         # threads count it over the first driver's measured second.
-        for n in ((1, 4) if quick else (1, 16, 256)) if "visit" in probes else ():
+        for n in ((1, 4) if quick else (1, 16, MANY_VQS)) if "visit" in probes else ():
             for owners in sorted({1, n}):
+                if owners == MANY_VQS and raw["meta"]["accel"] != "kvm":
+                    log(f"rep {rep + 1}/{reps} visit cost: {TCG_OWNERS} owners, not "
+                        f"{MANY_VQS}: under TCG {MANY_VQS} owners stall the guest's RCU "
+                        f"with nothing polled (the unpolled probe)")
+                    owners = n = TCG_OWNERS
                 log(f"rep {rep + 1}/{reps} visit cost: {n} idle vqs, {owners} owner(s)")
                 specs = ([idle + ["-n", str(n - 1)]] if owners == 1 else [idle] * n)
                 run_cell(raw, "visit", {"nvq": n, "owners": owners, "rep": rep}, specs,
@@ -627,6 +643,19 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
             set_mode(mode, stop_idle)
             run_cell(raw, "hook", {"pair": i, "mode": mode},
                      [cell_args("test", "stream", 1, mode, 50, 250)], limit)
+    # What a nap costs here: a poller that sleeps through part of a
+    # request's gap (io_uring's hybrid poll) pays only if a nap of a few
+    # microseconds ends a few microseconds late. Module loaded, nothing
+    # polled, nothing else running.
+    if "nap" in probes:
+        set_mode("notify", stop_idle)
+        log(f"nap cost: {', '.join(str(n) for n in NAPS_NS)} ns")
+        try:
+            out = subprocess.run([NAP_COST, "-n", "2000"] + [str(n) for n in NAPS_NS],
+                                 capture_output=True, text=True, timeout=120, check=True)
+            raw["nap"] = [json.loads(line) for line in out.stdout.splitlines()]
+        except (subprocess.SubprocessError, OSError, ValueError) as e:
+            raw["nap"] = [{"error": f"nap_cost: {e}"}]
     save(raw, out_dir)
     if guest_groups:
         raw["meta"]["guest_ms"] = guest_ms
@@ -1210,6 +1239,11 @@ def summarise(raw, env, accel):
             "q1": q[0], "q3": q[2], "min": hr[0], "max": hr[-1],
             "errors": [c["error"] for c in raw.get("hook", []) if "error" in c],
         }
+    if raw.get("nap"):
+        probes["nap"] = {
+            "naps": [n for n in raw["nap"] if "error" not in n],
+            "errors": [n["error"] for n in raw["nap"] if "error" in n],
+        }
     return cells, probes
 
 
@@ -1552,7 +1586,7 @@ def verdict(met):
     return "-" if met is None else "met" if met else "missed"
 
 
-def probe_lines(probes):
+def probe_lines(probes, cells=()):
     """The probes' figures, a sentence each."""
     i = probes["idle"]
     out = [f"idle: vhost-poll CPU {fmt(i['cpu_pct'], 4)}% over {i['window_s']} s after the "
@@ -1563,6 +1597,16 @@ def probe_lines(probes):
         out.append("the thread in poll cells (median per run): " + "; ".join(
             f"{p['cell']}: {p['refused']:.0f} refused, {p['asides']:.0f} step-asides "
             f"({p['aside_ms']:.0f} ms)" for p in probes["poller"]))
+    nap = probes.get("nap")
+    if nap:
+        rr = find(cells, device="test", workload="rr", ndev=1, regime="shared", mode="poll")
+        rt = (rr or {}).get("lat_p50_us")
+        out.append("a nap (clock_nanosleep, no timer slack) took, p50 (p10 to p90): " + "; ".join(
+            f"{fmt(n['ns'] / 1000)} us asked, {fmt(n['p50'] / 1000)} us "
+            f"({fmt(n['p10'] / 1000)} to {fmt(n['p90'] / 1000)})" for n in nap["naps"])
+            + (f"; poll mode's whole round trip, vhost-test rr x1: {fmt(rt)} us" if rt else ""))
+        for e in nap["errors"]:
+            out.append(f"nap cost not measured: {e}")
     h = probes.get("hook")
     if h:
         out.append(f"hook cost (vhost-test stream batch 1, one device; loaded at rate 0 "
@@ -1577,8 +1621,14 @@ def probe_lines(probes):
                    f"(boots, runs, mode switches)")
     vcs = {(v["nvq"], v["owners"]): v for v in probes.get("visit_cost", [])}
     for (n, owners), v in sorted(vcs.items()):
-        one = vcs.get((n, 1))
-        rel = f" (x{fmt(v['ns'] / one['ns'])} of one owner's)" if owners > 1 and one else ""
+        # Against one owner's with as many vqs, or the nearest in number
+        # (the many-owner cell is smaller under TCG).
+        ones = sorted((abs(k[0] - n), k[0]) for k in vcs if k[1] == 1)
+        one = vcs.get((ones[0][1], 1)) if ones else None
+        rel = ""
+        if owners > 1 and one:
+            rel = (f" (x{fmt(v['ns'] / one['ns'])} of one owner's"
+                   + (f" with {one['nvq']} vqs" if one["nvq"] != n else "") + ")")
         out.append(f"an empty visit, {n} idle polled vqs of {owners} owner(s): "
                    f"{fmt(v['ns'])} ns{rel}, {fmt(v['switches_per_visit'])} address-space "
                    f"switches a visit; {v['polled_vqs_at_start']} polled at the start")
@@ -1630,7 +1680,7 @@ def report(out_dir, command):
     print(line(head))
     for r in rows:
         print(line(r))
-    probe_text = probe_lines(probes)
+    probe_text = probe_lines(probes, cells)
     lat_text = lat_cpu_lines(cells) + tcp_lines(cells)
     print()
     for t in probe_text + lat_text:
@@ -1781,6 +1831,11 @@ def check(out_dir):
                (per.get("2") or per.get(2) or {}).get("threads_seen") == 2,
                "lanes probe: one and two polling threads each measured empty visits, "
                "two threads ran")
+        nap = res["probes"].get("nap")
+        ok("nap" not in ran or nap and not nap["errors"] and
+           len(nap["naps"]) == len(NAPS_NS) and
+           all(n["ns"] <= n["p10"] <= n["p50"] <= n["p90"] for n in nap["naps"]),
+           "nap probe: every nap timed, none shorter than asked")
         h = res["probes"].get("hook")
         ok("hook" not in ran or h and h["pairs"] > 0 and all(math.isfinite(h[k]) and h[k] > 0
                                         for k in ("median", "q1", "q3")) and not h["errors"],

@@ -415,8 +415,9 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 		ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz())) {
 			/* What kept it from poll mode: the books say. */
 			if (vp_vq_sum(getpid(), self->d.index, &sum, &polled) > 0) {
-				TH_LOG("not polled again (%d): cool-down %llu jiffies, %llu refused,",
-				       polled, sum.cool, sum.refused);
+				TH_LOG("not polled again (%d): cool-down %llu jiffies,",
+				       polled, sum.cool);
+				TH_LOG("%llu refused,", sum.refused);
 				TH_LOG("%llu entries, %llu exits, %llu stalls",
 				       sum.enters, sum.exits, sum.stalls);
 			}
@@ -3056,25 +3057,52 @@ static int cost_window(unsigned int ms, bool wake)
 	return 0;
 }
 
-/*
- * COST_VQS idle polled vqs in @owners processes (1, or COST_VQS): the
- * first thread's empty visits over COST_MS in *@visits, and their cost
- * in ns in *@ns, and the wall time between the two readings of the
- * counters in *@window_ms; with @wake, the first lane woken again and
- * again meanwhile (cost_window()). 0; -EAGAIN if a vq left poll mode
- * meanwhile (the watchdog hands back a ring whose thread was kept off
- * its CPU for a few jiffies, as a noisy host's TCG may), or -errno.
+/* The polling threads' empty visits and their cost, summed over every
+ * thread, and how many threads poll at least one vq.
  */
-static int idle_cost(unsigned int owners, bool wake, unsigned long long *visits,
-		     unsigned long long *ns, unsigned long long *window_ms)
+struct idle_counts {
+	unsigned long long visits, ns;
+	int polling;
+};
+
+/* Read @c from the worker file: 0 or -errno. */
+static int idle_counts(struct idle_counts *c)
+{
+	struct vp_worker w[8];
+	int n = vp_workers(w, 8), i;
+
+	if (n < 0)
+		return n;
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < n; i++) {
+		c->visits += w[i].empty_visits;
+		c->ns += w[i].empty_visit_ns;
+		c->polling += w[i].polled_vqs > 0;
+	}
+	return 0;
+}
+
+/*
+ * @vqs idle polled vqs in @owners processes (@vqs a multiple of @owners):
+ * the threads' empty visits and their cost over COST_MS in *@d (@wake as
+ * for cost_window()), and the wall time between the two readings of the
+ * counters in *@window_ms. 0; -EAGAIN if a vq left poll mode meanwhile
+ * (the watchdog hands back a ring whose thread was kept off its CPU for
+ * a few jiffies, as a noisy host's TCG may) or if fewer polling threads
+ * than @threads polled a vq; or -errno.
+ */
+static int idle_window(unsigned int owners, unsigned int vqs, int threads, bool wake,
+		       struct idle_counts *d, unsigned long long *window_ms)
 {
 	unsigned long long t0 = 0, t1 = 0;
+	struct idle_counts a, b;
 	pid_t pids[COST_VQS];
-	struct vp_worker a, b;
 	int ready[2], ret = 0, status;
 	unsigned int i, made = 0;
 	char c;
 
+	if (owners > COST_VQS || vqs % owners || vqs / owners > OWNER_VQS_MAX)
+		return -EINVAL;
 	if (pipe(ready))
 		return -errno;
 	for (i = 0; i < owners && !ret; i++) {
@@ -3084,22 +3112,24 @@ static int idle_cost(unsigned int owners, bool wake, unsigned long long *visits,
 			break;
 		}
 		if (!pids[i])
-			_exit(polled_owner(COST_VQS / owners, 1 << 16, ready[1]));
+			_exit(polled_owner(vqs / owners, 1 << 16, ready[1]));
 		made++;
 		if (read(ready[0], &c, 1) != 1)
 			ret = -EIO;
 	}
-	if (!ret && polled_of(pids, made) != COST_VQS)
+	if (!ret && polled_of(pids, made) != (int)vqs)
 		ret = -EAGAIN;
 	t0 = vp_now_ms();
-	if (!ret && vp_worker(&a))
-		ret = -EPROTO;
+	if (!ret)
+		ret = idle_counts(&a);
+	if (!ret && a.polling < threads)
+		ret = -EAGAIN;
 	if (!ret)
 		ret = cost_window(COST_MS, wake);
-	if (!ret && vp_worker(&b))
-		ret = -EPROTO;
+	if (!ret)
+		ret = idle_counts(&b);
 	t1 = vp_now_ms();
-	if (!ret && polled_of(pids, made) != COST_VQS)
+	if (!ret && polled_of(pids, made) != (int)vqs)
 		ret = -EAGAIN;
 	for (i = 0; i < made; i++) {
 		kill(pids[i], SIGKILL);
@@ -3109,10 +3139,28 @@ static int idle_cost(unsigned int owners, bool wake, unsigned long long *visits,
 	close(ready[1]);
 	if (ret)
 		return ret;
-	*visits = b.empty_visits - a.empty_visits;
-	*ns = b.empty_visit_ns - a.empty_visit_ns;
+	d->visits = b.visits - a.visits;
+	d->ns = b.ns - a.ns;
 	*window_ms = t1 - t0;
 	return 0;
+}
+
+/*
+ * COST_VQS idle polled vqs in @owners processes (1, or COST_VQS), one
+ * polling thread: its empty visits over COST_MS in *@visits, their cost
+ * in ns in *@ns, the window in *@window_ms; idle_window() says the rest.
+ */
+static int idle_cost(unsigned int owners, bool wake, unsigned long long *visits,
+		     unsigned long long *ns, unsigned long long *window_ms)
+{
+	struct idle_counts d;
+	int ret = idle_window(owners, COST_VQS, 1, wake, &d, window_ms);
+
+	if (!ret) {
+		*visits = d.visits;
+		*ns = d.ns;
+	}
+	return ret;
 }
 
 /*
@@ -3192,74 +3240,29 @@ TEST_F_TIMEOUT(neighbour, wake_ups_leave_the_visit_cost_true, 120)
 #define LANES_GAIN	1.25
 
 /*
- * The empty visits of every polling thread, summed, in *@visits, and how
- * many threads poll at least one vq in *@polling. 0 or -errno.
- */
-static int lanes_visits(unsigned long long *visits, int *polling)
-{
-	struct vp_worker w[8];
-	int n = vp_workers(w, 8), i;
-
-	if (n < 0)
-		return n;
-	*visits = 0;
-	*polling = 0;
-	for (i = 0; i < n; i++) {
-		*visits += w[i].empty_visits;
-		*polling += w[i].polled_vqs > 0;
-	}
-	return 0;
-}
-
-/*
  * One owner's OWNER_VQS_MAX idle polled vqs, started with @threads
  * polling threads (poll_threads): the threads' empty visits a
- * millisecond, summed, over COST_MS, in *@per_ms. 0; -EAGAIN if a vq
- * left poll mode meanwhile or fewer than @threads threads polled; or
- * -errno.
+ * millisecond, summed, over COST_MS, in *@per_ms. As idle_window().
  */
 static int lanes_rate(int threads, double *per_ms)
 {
-	unsigned long long v0 = 0, v1 = 0, t0 = 0, t1 = 0;
-	int ready[2], ret = 0, status, polling = 0;
-	pid_t pid;
-	char c;
+	unsigned long long ms;
+	struct idle_counts d;
+	int ret;
 
 	if (vp_param_set("poll_threads", threads))
 		return -EINVAL;
-	if (pipe(ready))
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		ret = -errno;
-		goto out;
-	}
-	if (!pid)
-		_exit(polled_owner(OWNER_VQS_MAX, 1 << 16, ready[1]));
-	if (read(ready[0], &c, 1) != 1)
-		ret = -EIO;
-	if (!ret && polled_of(&pid, 1) != OWNER_VQS_MAX)
-		ret = -EAGAIN;
-	t0 = vp_now_ms();
+	ret = idle_window(1, OWNER_VQS_MAX, threads, false, &d, &ms);
 	if (!ret)
-		ret = lanes_visits(&v0, &polling);
-	if (!ret && polling < threads)
-		ret = -EAGAIN;
-	if (!ret)
-		vp_sleep_ms(COST_MS);
-	if (!ret)
-		ret = lanes_visits(&v1, &polling);
-	t1 = vp_now_ms();
-	if (!ret && polled_of(&pid, 1) != OWNER_VQS_MAX)
-		ret = -EAGAIN;
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-out:
-	close(ready[0]);
-	close(ready[1]);
-	if (!ret)
-		*per_ms = (double)(v1 - v0) / (t1 > t0 ? t1 - t0 : 1);
+		*per_ms = (double)d.visits / (ms ? ms : 1);
 	return ret;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
 }
 
 /*
@@ -3273,8 +3276,8 @@ out:
  */
 TEST_F_TIMEOUT(neighbour, two_lanes_do_not_wait_on_each_other, 120)
 {
-	double one, two, r[LANES_RUNS], t;
-	int ret, tries, n = 0, i, j;
+	double one, two, r[LANES_RUNS];
+	int ret, tries, n = 0;
 
 	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: on one, two lanes take turns whatever they lock");
@@ -3293,12 +3296,7 @@ TEST_F_TIMEOUT(neighbour, two_lanes_do_not_wait_on_each_other, 120)
 	}
 	ASSERT_EQ(0, vp_param_set("poll_threads", 1));
 	ASSERT_EQ(LANES_RUNS, n) TH_LOG("a vq left poll mode, or one thread polled all, too often");
-	for (i = 1; i < n; i++)
-		for (j = i; j > 0 && r[j - 1] > r[j]; j--) {
-			t = r[j];
-			r[j] = r[j - 1];
-			r[j - 1] = t;
-		}
+	qsort(r, n, sizeof(r[0]), cmp_double);
 	TH_LOG("median x%.2f", r[n / 2]);
 	EXPECT_LE(LANES_GAIN, r[n / 2]);
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
