@@ -2,9 +2,12 @@
 
 //! The address space a lane polls in. A lane reads the rings of many
 //! owners; each ring is in its owner's address space, which the lane's
-//! thread must use to read it (`kthread::with_mm`). The lane stays in one
-//! as long as the next virtqueue to visit is in it too, so a pass over one
-//! owner's vqs costs no switch; it enters and leaves with no lock held,
+//! thread must use to read it (`kthread::with_mm`), unless vhost can tell
+//! without it (`VqGuard::peek`: the avail index through a pinned page,
+//! the idle ring's case). The lane stays in one address space as long as
+//! the next virtqueue to visit is in it too or needs none, so a pass over
+//! one owner's vqs, or over idle ones, costs no switch; it enters and
+//! leaves with no lock held,
 //! and the reference it held is put asynchronously (`mmput_async`), so
 //! that the last reference of an exiting owner is never torn down in the
 //! lane's thread.

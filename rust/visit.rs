@@ -17,8 +17,9 @@ pub(crate) enum Visit {
     Needs(ARef<MmWithUser>),
 }
 
-/// Visits polled `e` in `scope`'s address space: queues its handler if
-/// its ring has buffers (`VqGuard::poll`). When the policy says it goes
+/// Visits polled `e`: queues its handler if its ring has buffers,
+/// looking at the ring in no address space where vhost can
+/// (`VqGuard::peek`), else in `scope`'s (`VqGuard::poll`). When the policy says it goes
 /// back to notification mode, the caller stops it (`Visited::exit`:
 /// `Entry::stop`, then `Shared::settle`, which takes it out of its
 /// lane's ring).
@@ -35,19 +36,30 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     if let Some(why) = e.before_visit(&p) {
         return exit(why);
     }
-    let Some(owner_mm) = e.vq().handle.access().and_then(|vq| vq.mm()) else {
-        // No owner (or it is exiting), so no ring: nothing to poll.
-        return exit(Exit::Error);
+    // First the look that needs no address space (the avail index through
+    // the page vhost pinned for it); the one in the owner's only where
+    // that cannot tell.
+    let peeked = e.vq().handle.access().map(|vq| vq.peek());
+    let polled = match peeked.unwrap_or(Err(ENODEV)) {
+        Ok(Some(polled)) => Ok(polled),
+        Err(err) => Err(err),
+        Ok(None) => {
+            let Some(owner_mm) = e.vq().handle.access().and_then(|vq| vq.mm()) else {
+                // No owner (or it is exiting), so no ring: nothing to poll.
+                return exit(Exit::Error);
+            };
+            let scope = match scope {
+                Some(scope) if core::ptr::eq(scope.mm(), &*owner_mm) => scope,
+                _ => return Visit::Needs(owner_mm),
+            };
+            // Not the last reference: the scope holds one.
+            drop(owner_mm);
+            let polled = e.vq().handle.access().map(|vq| vq.poll(scope));
+            polled.unwrap_or(Err(ENODEV))
+        }
     };
-    let scope = match scope {
-        Some(scope) if core::ptr::eq(scope.mm(), &*owner_mm) => scope,
-        _ => return Visit::Needs(owner_mm),
-    };
-    // Not the last reference: the scope holds one.
-    drop(owner_mm);
-    let polled = e.vq().handle.access().map(|vq| vq.poll(scope));
     let c = &e.vq().counters;
-    let seen = match polled.unwrap_or(Err(ENODEV)) {
+    let seen = match polled {
         Ok(polled) => {
             if polled.queued {
                 c.queued.fetch_add(1, Relaxed);

@@ -3061,7 +3061,7 @@ static int cost_window(unsigned int ms, bool wake)
  * thread, and how many threads poll at least one vq.
  */
 struct idle_counts {
-	unsigned long long visits, ns;
+	unsigned long long visits, ns, switches;
 	int polling;
 };
 
@@ -3077,6 +3077,7 @@ static int idle_counts(struct idle_counts *c)
 	for (i = 0; i < n; i++) {
 		c->visits += w[i].empty_visits;
 		c->ns += w[i].empty_visit_ns;
+		c->switches += w[i].mm_switches;
 		c->polling += w[i].polled_vqs > 0;
 	}
 	return 0;
@@ -3141,6 +3142,7 @@ static int idle_window(unsigned int owners, unsigned int vqs, int threads, bool 
 		return ret;
 	d->visits = b.visits - a.visits;
 	d->ns = b.ns - a.ns;
+	d->switches = b.switches - a.switches;
 	*window_ms = t1 - t0;
 	return 0;
 }
@@ -3230,6 +3232,104 @@ TEST_F_TIMEOUT(neighbour, wake_ups_leave_the_visit_cost_true, 120)
 	TH_LOG("%llu empty visits in %llu ms, %llu ns in all (try %d)", v, ms, ns, tries + 1);
 	ASSERT_LT(0, v);
 	EXPECT_GE((ms + 100) * 1000000ULL, ns);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/*
+ * An idle pass over many owners enters none of their address spaces: the
+ * thread reads each avail index through the page vhost pinned for it
+ * (vhost_poller_peek()), and goes through the owner's address space only
+ * when the index moved, or every 100 ms to check that the page is still
+ * the ring's. COST_VQS idle polled vqs of as many owners: at most one
+ * address-space switch in PEEK_SWITCHES empty visits. Before the pin,
+ * every such visit was one switch.
+ */
+#define PEEK_SWITCHES	8
+
+TEST_F_TIMEOUT(neighbour, idle_owners_are_peeked_not_entered, 120)
+{
+	unsigned long long ms;
+	struct idle_counts d;
+	int ret, tries = 0;
+
+	ASSERT_EQ(0, vp_param_set("poll_min_gain", 0));
+	do
+		ret = idle_window(COST_VQS, COST_VQS, 1, false, &d, &ms);
+	while (ret == -EAGAIN && ++tries < COST_TRIES);
+	ASSERT_EQ(0, ret) {
+		TH_LOG("%s", ret == -EAGAIN ? "a vq left poll mode in every try" : strerror(-ret));
+	}
+	TH_LOG("%d idle vqs of as many owners, %llu ms: %llu empty visits,",
+	       COST_VQS, ms, d.visits);
+	TH_LOG("%llu address-space switches", d.switches);
+	ASSERT_LT(0, d.visits);
+	EXPECT_GE(d.visits, d.switches * PEEK_SWITCHES);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/* This process's pinned memory (VmPin, kB), or -1. */
+static long long vm_pin_kb(void)
+{
+	char line[128];
+	long long kb = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* Wait until VmPin reads @kb: the last reading. */
+static long long vm_pin_becomes(long long kb)
+{
+	long long now = vm_pin_kb();
+	int ms;
+
+	for (ms = 0; ms < STALL_MS && now != kb; ms++) {
+		vp_sleep_ms(1);
+		now = vm_pin_kb();
+	}
+	return now;
+}
+
+/*
+ * The pin is poll mode's, and goes with it: a polled vq's worker pins one
+ * page (the avail index's), counted in its owner's VmPin, and unpins it
+ * when the vq is back in notification mode, before its device is closed.
+ */
+TEST_F(neighbour, polled_vq_pins_one_page_and_lets_it_go)
+{
+	long long page_kb = sysconf(_SC_PAGESIZE) / 1024, kb;
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	int polled, ms;
+
+	kb = vm_pin_kb();
+	if (kb < 0)
+		SKIP(return, "no VmPin in /proc/self/status");
+	ASSERT_EQ(0, kb);
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 16));
+	ASSERT_EQ(0, poll_for_long(&d));
+	/* The pin is its worker's, soon after the start. */
+	kb = vm_pin_becomes(page_kb);
+	TH_LOG("polled: VmPin %lld kB", kb);
+	EXPECT_EQ(page_kb, kb);
+	ASSERT_EQ(0, vp_param_set("poll_start_rate", 0));
+	for (ms = 0; ms < STALL_MS; ms++) {
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+		if (!polled)
+			break;
+		vp_sleep_ms(1);
+	}
+	EXPECT_EQ(0, polled);
+	kb = vm_pin_becomes(0);
+	TH_LOG("back in notification mode: VmPin %lld kB", kb);
+	EXPECT_EQ(0, kb);
+	vring_close(&d);
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
