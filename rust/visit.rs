@@ -38,25 +38,25 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     }
     // First the look that needs no address space (the avail index through
     // the page vhost pinned for it); the one in the owner's only where
-    // that cannot tell.
-    let peeked = e.vq().handle.access().map(|vq| vq.peek());
-    let polled = match peeked.unwrap_or(Err(ENODEV)) {
-        Ok(Some(polled)) => Ok(polled),
-        Err(err) => Err(err),
-        Ok(None) => {
-            let Some(owner_mm) = e.vq().handle.access().and_then(|vq| vq.mm()) else {
-                // No owner (or it is exiting), so no ring: nothing to poll.
-                return exit(Exit::Error);
-            };
-            let scope = match scope {
-                Some(scope) if core::ptr::eq(scope.mm(), &*owner_mm) => scope,
-                _ => return Visit::Needs(owner_mm),
-            };
-            // Not the last reference: the scope holds one.
-            drop(owner_mm);
-            let polled = e.vq().handle.access().map(|vq| vq.poll(scope));
-            polled.unwrap_or(Err(ENODEV))
-        }
+    // that cannot tell. One guard for both: neither sleeps.
+    let polled = match e.vq().handle.access() {
+        // vhost detached it.
+        None => Err(ENODEV),
+        Some(vq) => match vq.peek() {
+            Ok(Some(polled)) => Ok(polled),
+            Err(err) => Err(err),
+            Ok(None) => match scope {
+                Some(scope) if vq.in_mm(scope) => vq.poll(scope),
+                _ => {
+                    return match vq.mm() {
+                        Some(mm) => Visit::Needs(mm),
+                        // No owner (or it is exiting), so no ring: nothing
+                        // to poll.
+                        None => exit(Exit::Error),
+                    };
+                }
+            },
+        },
     };
     let c = &e.vq().counters;
     let seen = match polled {
