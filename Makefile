@@ -13,8 +13,8 @@ KERNEL = $(if $(filter qemu x86_64,$(ENV)),x86_64,uml)
 help:
 	@echo 'vhost-poll targets:'
 	@echo '  make demo          build what is missing, boot UML, show the module working'
-	@echo '  make check         host tests, then the selftests in uml, uml-tt and qemu (< 6 min)'
-	@echo '  make check-full    make check, plus the storms in uml and the benchmark'"'"'s short pass'
+	@echo '  make check         host tests, the selftests in uml, uml-tt and qemu, the benchmark'"'"'s short pass'
+	@echo '  make check-full    make check, plus the storms in uml'
 	@echo '  make storms        the long storms (1000x each) and a 10-minute soak, debug kernel'
 	@echo '  make bench         the benchmark in the x86_64 guest (QUICK=1: a short pass)'
 	@echo '  make setup         install the toolchain (Debian packages, bindgen)'

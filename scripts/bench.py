@@ -83,9 +83,11 @@ LANES_VQS = 32
 # core alone; io with the vhost workers, the I/O core of the seed's
 # proposal ("the vhost thread serves multiple vms" there).
 DEDICATED = ("core", "io")
-# The cells the core regime runs when --cells does not say (to keep the
-# full run under 50 minutes): stream at batch 16, rr, the nested guests.
-CORE_CELLS = ("test:stream:16:*", "test:rr:*:*", "net:stream:16:*", "net:rr:*:*",
+# The cells the core regime runs when --cells does not say: every
+# stream and rr cell and the nested guests' stream and rr; their TCP
+# runs only in the shared regime unless --cells names them (about 10
+# minutes more a regime under TCG).
+CORE_CELLS = ("test:stream:*:*", "test:rr:*:*", "net:stream:*:*", "net:rr:*:*",
               "guest:stream:*:*", "guest:rr:*:*")
 # The rate that polls under every workload here: one kick in a jiffy. A
 # stream that the device keeps up with kicks rarely (event index), and
@@ -93,6 +95,17 @@ CORE_CELLS = ("test:stream:16:*", "test:rr:*:*", "net:stream:16:*", "net:rr:*:*"
 POLL_RATE = 1
 BUSYLOOP_US = 50
 LAT_SUB = 16
+
+
+def visit_cells(quick, accel):
+    """The visit probe's cells, (idle polled vqs, owners), in order."""
+    if quick:
+        return [(1, 1), (4, 1), (4, 4)]
+    many = MANY_VQS if accel == "kvm" else TCG_OWNERS
+    cells = [(1, 1), (16, 1), (16, 16), (MANY_VQS, 1)]
+    if many != MANY_VQS:
+        cells.append((many, 1))
+    return cells + [(many, many)]
 
 
 def log(msg):
@@ -594,17 +607,17 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         # What an empty visit costs: n idle polled vqs of one owner, then
         # of n owners (each visit entering another address space), as the
         # threads count it over the first driver's measured second.
-        for n in ((1, 4) if quick else (1, 16, MANY_VQS)) if "visit" in probes else ():
-            for owners in sorted({1, n}):
-                if owners == MANY_VQS and raw["meta"]["accel"] != "kvm":
-                    log(f"rep {rep + 1}/{reps} visit cost: {TCG_OWNERS} owners, not "
-                        f"{MANY_VQS}: under TCG {MANY_VQS} owners stall the guest's RCU "
-                        f"with nothing polled (the unpolled probe)")
-                    owners = n = TCG_OWNERS
-                log(f"rep {rep + 1}/{reps} visit cost: {n} idle vqs, {owners} owner(s)")
-                specs = ([idle + ["-n", str(n - 1)]] if owners == 1 else [idle] * n)
-                run_cell(raw, "visit", {"nvq": n, "owners": owners, "rep": rep}, specs,
-                         limit + n / 4, n)
+        # Under TCG the many-owner cell has TCG_OWNERS, and one owner's
+        # pass of as many vqs runs too, so that the two passes compare.
+        for n, owners in visit_cells(quick, raw["meta"]["accel"]) if "visit" in probes else ():
+            if n == TCG_OWNERS and owners > 1:
+                log(f"rep {rep + 1}/{reps} visit cost: {TCG_OWNERS} owners, not "
+                    f"{MANY_VQS}: under TCG {MANY_VQS} owners stall the guest's RCU "
+                    f"with nothing polled (the unpolled probe)")
+            log(f"rep {rep + 1}/{reps} visit cost: {n} idle vqs, {owners} owner(s)")
+            specs = ([idle + ["-n", str(n - 1)]] if owners == 1 else [idle] * n)
+            run_cell(raw, "visit", {"nvq": n, "owners": owners, "rep": rep}, specs,
+                     limit + n / 4, n)
         # Lanes side by side: LANES_VQS idle polled vqs of one owner,
         # visited by one polling thread, then by two (poll_threads=2),
         # as the threads count their empty visits over the driver's
@@ -1824,6 +1837,16 @@ def check(out_dir):
         ok("visit" not in ran or vcs and all(v["ns"] > 0 for v in vcs) and
            not res["probes"].get("visit_cost_errors"),
            "visit-cost probe: every run measured a cost of an empty visit")
+        if "visit" in ran:
+            # Every cell, of one owner and of many, with its switches: the
+            # many-owner pass against one owner's of as many vqs.
+            got = {(v["nvq"], v["owners"]): v for v in vcs}
+            want = visit_cells(res["meta"].get("quick"), res["meta"]["accel"])
+            ok(all(got.get(k) and got[k]["ns"] > 0 and
+                   math.isfinite(got[k]["switches_per_visit"]) and
+                   got[k]["switches_per_visit"] >= 0 for k in want),
+               "visit-cost probe: every cell measured, with its address-space switches: "
+               + ", ".join(f"{n} vqs of {o}" for n, o in want))
         if "lanes" in ran:
             ln = res["probes"].get("lanes")
             per = (ln or {}).get("per_threads", {})

@@ -2,12 +2,18 @@
 # Shared settings and helpers for the vhost-poll scripts. Sourced, not run.
 
 KVER=6.12.117
-KTARBALL=${KTARBALL:-/usr/src/linux-source-6.12.tar.xz}
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # CI may run with a bare environment: find the home directory if unset.
 : "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export HOME
 CACHE=${VHOST_POLL_CACHE:-$HOME/.cache/vhost-poll}
+# The kernel source: the tarball of Debian's linux-source-6.12 at the
+# version the series is against, taken from that exact package version
+# (scripts/setup), not from whatever /usr/src holds: Debian's security
+# updates move the installed package on (6.12.118 replaced 6.12.117).
+KDEB=linux-source-6.12
+KDEB_VERSION=$KVER-1~deb12u1
+KTARBALL=${KTARBALL:-$CACHE/linux-source-$KVER.tar.xz}
 KSRC=$CACHE/linux-$KVER
 TOOLS=$CACHE/tools
 BINDGEN=$TOOLS/bin/bindgen
@@ -18,7 +24,7 @@ BINDGEN_VERSION=0.69.5
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$TOOLS/bin:$PATH
 
 # Packages the build and the runner need, all from Debian 12.
-APT_PACKAGES="linux-source-6.12 rustc-web rust-web-src libstd-rust-web-dev
+APT_PACKAGES="rustc-web rust-web-src libstd-rust-web-dev
 	rust-web-clippy rustfmt-web libclang-dev clang lld llvm flex bison
 	libelf-dev dwarves cpio busybox-static qemu-system-x86 bc libssl-dev
 	build-essential kmod python3 python3-ply python3-git python3-matplotlib rsync

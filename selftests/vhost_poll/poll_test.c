@@ -33,6 +33,68 @@
 #define RATE_LOW	4
 #define RATE_NEVER	1000000
 
+#define TRACEFS		"/sys/kernel/tracing/"
+
+/* Write @val to tracefs file @name; 0 or -errno. */
+static int tracefs_write(const char *name, const char *val)
+{
+	char path[128];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), TRACEFS "%s", name);
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* How many lines of the trace buffer contain both @a and @b. */
+static int trace_lines(const char *a, const char *b)
+{
+	FILE *f = fopen(TRACEFS "trace", "re");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, a) && strstr(line, b))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Start recording vhost's poller trace events afresh: 1, or 0 where the
+ * kernel has none (no CONFIG_TRACING, no tracefs).
+ */
+static int trace_poller_on(void)
+{
+	if (access(TRACEFS "events", F_OK))
+		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
+	if (access(TRACEFS "events/vhost_poller", F_OK))
+		return 0;
+	return !tracefs_write("trace", "") &&
+	       !tracefs_write("events/vhost_poller/enable", "1");
+}
+
+/* Print the recorded trace lines that contain @a: what a failure saw. */
+static void trace_print(struct __test_metadata *_metadata, const char *a)
+{
+	FILE *f = fopen(TRACEFS "trace", "re");
+	char line[512];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, a))
+			TH_LOG("%s", strtok(line, "\n"));
+	fclose(f);
+}
+
 /*
  * Get @d's vq polled, to leave after @idle jiffies without work: rate
  * RATE_LOW, bursts of kicks that reach it, the buffers used. A burst that
@@ -429,7 +491,8 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 {
 	struct vp_vq_row sum;
 	__u64 exits, stalls;
-	int polled;
+	int polled, traced;
+	char owner[32];
 
 	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
@@ -464,14 +527,23 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	exits = sum.exits;
 	stalls = sum.stalls;
+	/* Each exit's reason, for a failure to name. */
+	traced = trace_poller_on();
 	ASSERT_EQ(0, vring_stream(&self->d, 20000, 16, STALL_MS));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	if (traced)
+		tracefs_write("events/vhost_poller/enable", "0");
 	/*
 	 * No exit but the watchdog's, which a polling thread kept off its CPU
 	 * (a vCPU the host did not run: a loaded CI machine) may cause; the
 	 * vq may then be cooling down.
 	 */
-	EXPECT_EQ(exits, sum.exits - (sum.stalls - stalls));
+	EXPECT_EQ(exits, sum.exits - (sum.stalls - stalls)) {
+		snprintf(owner, sizeof(owner), "owner=%d ", getpid());
+		TH_LOG("the exits during the stream%s:",
+		       traced ? "" : " (no trace events here)");
+		trace_print(_metadata, owner);
+	}
 	EXPECT_TRUE(polled == 1 || sum.stalls > stalls);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
 	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused,",
@@ -2124,40 +2196,6 @@ TEST_F(teardown_vhost_net, iotlb_update_keeps_the_ring_polled)
 	ASSERT_EQ(0, vring_stream(&d, 1000, 1, STALL_MS));
 	EXPECT_TRUE(vring_all_used_once(&d));
 	vring_close(&d);
-}
-
-#define TRACEFS		"/sys/kernel/tracing/"
-
-/* Write @val to tracefs file @name; 0 or -errno. */
-static int tracefs_write(const char *name, const char *val)
-{
-	char path[128];
-	int fd, ret = 0;
-
-	snprintf(path, sizeof(path), TRACEFS "%s", name);
-	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-/* How many lines of the trace buffer contain both @a and @b. */
-static int trace_lines(const char *a, const char *b)
-{
-	FILE *f = fopen(TRACEFS "trace", "re");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, a) && strstr(line, b))
-			n++;
-	fclose(f);
-	return n;
 }
 
 /*
