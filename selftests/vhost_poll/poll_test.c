@@ -68,17 +68,21 @@ static int trace_lines(const char *a, const char *b)
 }
 
 /*
- * Start recording vhost's poller trace events afresh: 1, or 0 where the
- * kernel has none (no CONFIG_TRACING, no tracefs).
+ * Start recording vhost's poller trace events afresh: 1, 0 where the
+ * kernel has none (no CONFIG_TRACING, no tracefs), or -errno.
  */
 static int trace_poller_on(void)
 {
+	int ret;
+
 	if (access(TRACEFS "events", F_OK))
 		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
 	if (access(TRACEFS "events/vhost_poller", F_OK))
 		return 0;
-	return !tracefs_write("trace", "") &&
-	       !tracefs_write("events/vhost_poller/enable", "1");
+	ret = tracefs_write("trace", "");
+	if (!ret)
+		ret = tracefs_write("events/vhost_poller/enable", "1");
+	return ret ? ret : 1;
 }
 
 /* Print the recorded trace lines that contain @a: what a failure saw. */
@@ -491,7 +495,7 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 {
 	struct vp_vq_row sum;
 	__u64 exits, stalls;
-	int polled, traced;
+	int polled, traced, ret;
 	char owner[32];
 
 	ASSERT_EQ(0, poll_with_idle(&self->d, 10 * vp_jiffy_hz()));
@@ -528,18 +532,21 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	exits = sum.exits;
 	stalls = sum.stalls;
 	/* Each exit's reason, for a failure to name. */
-	traced = trace_poller_on();
-	ASSERT_EQ(0, vring_stream(&self->d, 20000, 16, STALL_MS));
-	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+	traced = trace_poller_on() > 0;
+	snprintf(owner, sizeof(owner), "owner=%d ", getpid());
+	ret = vring_stream(&self->d, 20000, 16, STALL_MS);
 	if (traced)
 		tracefs_write("events/vhost_poller/enable", "0");
+	ASSERT_EQ(0, ret) {
+		trace_print(_metadata, owner);
+	}
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	/*
 	 * No exit but the watchdog's, which a polling thread kept off its CPU
 	 * (a vCPU the host did not run: a loaded CI machine) may cause; the
 	 * vq may then be cooling down.
 	 */
 	EXPECT_EQ(exits, sum.exits - (sum.stalls - stalls)) {
-		snprintf(owner, sizeof(owner), "owner=%d ", getpid());
 		TH_LOG("the exits during the stream%s:",
 		       traced ? "" : " (no trace events here)");
 		trace_print(_metadata, owner);
@@ -2209,13 +2216,12 @@ TEST_F(teardown, trace_events_show_entries_and_exits)
 	struct vhost_vring_file f;
 	struct vring_drv d;
 	char owner[32], vq[16];
+	int traced;
 
-	if (access(TRACEFS "events", F_OK))
-		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
-	if (access(TRACEFS "events/vhost_poller", F_OK))
+	traced = trace_poller_on();
+	if (!traced)
 		SKIP(return, "no vhost_poller trace events (CONFIG_TRACING, tracefs)");
-	ASSERT_EQ(0, tracefs_write("trace", ""));
-	ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "1"));
+	ASSERT_EQ(1, traced);
 
 	ASSERT_EQ(0, td_open(&d, 1 << 16));
 	snprintf(owner, sizeof(owner), "owner=%d ", getpid());
