@@ -1634,8 +1634,9 @@ def probe_lines(probes, cells=()):
                    f"(boots, runs, mode switches)")
     vcs = {(v["nvq"], v["owners"]): v for v in probes.get("visit_cost", [])}
     for (n, owners), v in sorted(vcs.items()):
-        # Against one owner's with as many vqs, or the nearest in number
-        # (the many-owner cell is smaller under TCG).
+        # Against one owner's with as many vqs (visit_cells() runs one
+        # for every many-owner cell), or the nearest in number in a run
+        # made before it did.
         ones = sorted((abs(k[0] - n), k[0]) for k in vcs if k[1] == 1)
         one = vcs.get((ones[0][1], 1)) if ones else None
         rel = ""
