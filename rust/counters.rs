@@ -53,6 +53,9 @@ pub(crate) struct LaneCounters {
     /// empty visit costs, address-space switches between owners included.
     pub(crate) empty_visits: AtomicU64,
     pub(crate) empty_visit_ns: AtomicU64,
+    /// Entries the first lane looked at to serve start requests: one a
+    /// request, or the whole table when the queue of requests overflowed.
+    pub(crate) served: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,
     pub(crate) asleep: AtomicBool,

@@ -2,7 +2,8 @@
 
 //! vhost's callbacks: a virtqueue shown (attach), kicked, taken back
 //! (quiesce) or gone (detach). The request protocol with the first lane
-//! is a flag per virtqueue (`want_poll`, `poll_mode`) and the waker:
+//! is a flag per virtqueue (`want_poll`, `poll_mode`), the queue of
+//! requests (`requests.rs`) and the waker:
 //! kicks and quiesce take no lock; attach and detach change the table
 //! under its lock, for one short step of a lane at most.
 
@@ -42,7 +43,7 @@ impl Poller for Shared {
                 want_poll: AtomicBool::new(false),
                 stalled: AtomicBool::new(false),
                 counters: VqCounters::default(),
-                waker: this.first.lane.waker.clone(),
+                requests: this.requests.clone(),
             },
             GFP_KERNEL,
         )

@@ -18,7 +18,8 @@
 //! only) the vq's mutex.
 
 use crate::lane::Lane;
-use crate::policy::{Exit, LanePolicy, Params, Start};
+use crate::policy::{Exit, Jiffy, LanePolicy, Params, Start};
+use crate::requests::{Asked, Requests};
 use crate::ring::Ring;
 use crate::table::{Place, Table};
 use crate::vq::VqState;
@@ -52,13 +53,15 @@ struct VqRow {
 ///
 /// # Invariants
 ///
-/// `first` is `table`'s first lane, and its waker is the one every
-/// `VqState` of the table holds: kicks and vhost wake the first lane.
+/// `first` is `table`'s first lane, and `requests` the queue every
+/// `VqState` of the table holds, whose waker is the first lane's: kicks
+/// and vhost ask the first lane.
 #[pin_data]
 pub(crate) struct Shared {
     #[pin]
     pub(crate) table: Mutex<Table>,
     pub(crate) first: Arc<Ring>,
+    pub(crate) requests: Arc<Requests>,
 }
 
 impl Shared {
@@ -66,11 +69,13 @@ impl Shared {
     /// `Handoff` then gives it.
     pub(crate) fn new(task: ARef<Task>) -> Result<Arc<Self>> {
         let first = Ring::new(Lane::new(0, task)?)?;
-        // INVARIANT: `first` is the table's first lane.
+        let requests = Requests::new(first.lane.waker.clone())?;
+        // INVARIANT: `first` is the table's first lane, `requests` wakes it.
         Arc::pin_init(
             pin_init!(Self {
                 table <- new_mutex!(Table::new(first.clone()), "vhost_poll::table"),
                 first,
+                requests,
             }),
             GFP_KERNEL,
         )
@@ -141,10 +146,11 @@ impl Shared {
 
     /// Serves the start requests, each as the policy decides
     /// (`VqPolicy::start_request`) among the lanes `p` wants, if a kick or
-    /// vhost woke the first lane since it last served: only then does it
-    /// walk the table. A vq vhost took back while polled is settled by its
-    /// lane, at its next visit. The first lane calls it, with the table
-    /// locked.
+    /// vhost woke the first lane since it last served: the requests in the
+    /// queue, each by its slot, or the whole table after the queue
+    /// overflowed (`requests.rs`). A vq vhost took back while polled is
+    /// settled by its lane, at its next visit, and asks again then if a
+    /// request waits. The first lane calls it, with the table locked.
     pub(crate) fn serve(&self, table: &mut Table, p: &Params) {
         if !self.first.lane.waker.take() {
             return;
@@ -152,30 +158,58 @@ impl Shared {
         let now = crate::clock::now();
         let lanes = table.lanes().clone();
         let lanes = lanes.get(..p.lanes()).unwrap_or(&lanes);
-        for slot in 0..table.slots() {
-            let Some(Place::Here(e)) = table.get(slot) else {
-                continue;
+        let mut looked = 0;
+        // One queue's worth at most: a storm of kicks that keeps asking
+        // wakes the lane again, for its next step, and the table's lock
+        // is not held for ever.
+        for _ in 0..Requests::CAP {
+            let Some(asked) = self.requests.take() else {
+                break;
             };
-            if !e.vq().want_poll.swap(false, Relaxed) {
-                continue;
+            let slots = match asked {
+                Asked::Slot(slot) => slot..slot.saturating_add(1),
+                Asked::Any => 0..table.slots(),
+            };
+            for slot in slots {
+                looked += 1;
+                self.serve_slot(table, slot, lanes, now, p);
             }
-            let loads = lanes
-                .iter()
-                .map(|r| r.as_ref().map_or(LanePolicy::ABSENT, |r| r.lane.load(p)));
-            match e.start_request(now, loads, p) {
-                Start::Ignore => {}
-                Start::On(n) => {
-                    // `place` picked a running lane (absent ones have no room).
-                    if table.start(slot, n, now, p) && n != 0 {
-                        if let Some(r) = lanes.get(n).and_then(Option::as_ref) {
-                            r.lane.waker.wake();
-                        }
+        }
+        self.first.lane.counters.served.fetch_add(looked, Relaxed);
+    }
+
+    /// Serves the start request of the vq in `slot`, if it has one and is
+    /// in notification mode.
+    fn serve_slot(
+        &self,
+        table: &mut Table,
+        slot: usize,
+        lanes: &[Option<Arc<Ring>>],
+        now: Jiffy,
+        p: &Params,
+    ) {
+        let Some(Place::Here(e)) = table.get(slot) else {
+            return;
+        };
+        if !e.vq().want_poll.swap(false, Relaxed) {
+            return;
+        }
+        let loads = lanes
+            .iter()
+            .map(|r| r.as_ref().map_or(LanePolicy::ABSENT, |r| r.lane.load(p)));
+        match e.start_request(now, loads, p) {
+            Start::Ignore => {}
+            Start::On(n) => {
+                // `place` picked a running lane (absent ones have no room).
+                if table.start(slot, n, now, p) && n != 0 {
+                    if let Some(r) = lanes.get(n).and_then(Option::as_ref) {
+                        r.lane.waker.wake();
                     }
                 }
-                Start::Refuse { until } => {
-                    e.refuse(until);
-                    self.first.lane.counters.refused.fetch_add(1, Relaxed);
-                }
+            }
+            Start::Refuse { until } => {
+                e.refuse(until);
+                self.first.lane.counters.refused.fetch_add(1, Relaxed);
             }
         }
     }
@@ -189,9 +223,7 @@ impl Shared {
     fn settle_for(&self, lane: &Lane, why: Option<Exit>) {
         let mut table = self.table.lock();
         let (now, p) = (crate::clock::now(), crate::params::now());
-        if table.settle(lane.index, why, now, &p) {
-            self.first.lane.waker.wake();
-        }
+        table.settle(lane.index, why, now, &p, |slot| self.requests.ask(slot));
     }
 
     /// Returns `lane`'s polled vqs to notification mode, for `why`.
@@ -206,9 +238,7 @@ impl Shared {
     pub(crate) fn retire(&self, i: usize) {
         let mut table = self.table.lock();
         let (now, p) = (crate::clock::now(), crate::params::now());
-        if table.settle(i, Some(Exit::Off), now, &p) {
-            self.first.lane.waker.wake();
-        }
+        table.settle(i, Some(Exit::Off), now, &p, |slot| self.requests.ask(slot));
         table.set_lane(i, None);
     }
 

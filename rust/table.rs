@@ -7,9 +7,10 @@
 //! lane's ring while polled (`ring.rs`): the slot then says which lane
 //! has it. So a lane's pass costs the vqs it polls and takes no lock but
 //! its own; attach finds a free slot and its device's number without a
-//! scan, and detach finds its entry by the slot kept with it. Only the
-//! counters (debugfs) and serving start requests, which happens when a
-//! kick asked for one, walk the whole table.
+//! scan, and detach finds its entry by the slot kept with it. Start
+//! requests come with their slot (`requests.rs`). Only the counters
+//! (debugfs), and serving requests after their queue overflowed, walk
+//! the whole table.
 //!
 //! Lock order: the table's lock, then one ring's lock (never two rings).
 
@@ -199,21 +200,21 @@ impl Table {
     }
 
     /// Moves the entries lane `lane` no longer polls back here, after
-    /// stopping every one for `why` if given (a hand-back). Returns
-    /// whether one of them has a start request waiting: the caller wakes
-    /// the first lane.
+    /// stopping every one for `why` if given (a hand-back). Calls `ask`
+    /// with the slot of each that has a start request waiting, which the
+    /// first lane skipped while a lane had it.
     pub(crate) fn settle(
         &mut self,
         lane: usize,
         why: Option<Exit>,
         now: Jiffy,
         p: &Params,
-    ) -> bool {
+        mut ask: impl FnMut(usize),
+    ) {
         let Some(Some(ring)) = self.lanes.get(lane).cloned() else {
-            return false;
+            return;
         };
         let mut polled = ring.polled.lock();
-        let mut waiting = false;
         for pos in 0..polled.len() {
             let Some(x) = polled.get_mut(pos) else {
                 continue;
@@ -227,11 +228,13 @@ impl Table {
             let Some(back) = polled.remove(pos) else {
                 continue;
             };
-            waiting |= back.entry.vq().want_poll.load(Relaxed);
+            let waiting = back.entry.vq().want_poll.load(Relaxed);
             // INVARIANT: Not polled; here again.
             let _ = self.slots.replace(back.slot, Place::Here(back.entry));
+            if waiting {
+                ask(back.slot);
+            }
         }
-        waiting
     }
 
     /// Forgets `vq`'s entry (vhost detaches it): out of poll mode first,

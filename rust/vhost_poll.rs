@@ -30,6 +30,7 @@ mod mm_cursor;
 mod vq;
 
 mod lane;
+mod requests;
 
 mod clock;
 mod counters;

@@ -5,7 +5,7 @@
 
 use crate::counters::VqCounters;
 use crate::policy::Kicks;
-use crate::waker::Waker;
+use crate::requests::Requests;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 use kernel::{sync::Arc, vhost_poller::Vq};
 
@@ -20,7 +20,7 @@ pub(crate) struct VqState {
     /// Index of the vq in its device.
     pub(crate) index: u32,
     /// Its entry's slot in the table (`Table::insert`), read under the
-    /// table's lock.
+    /// table's lock, and by its kicks to ask for a start.
     pub(crate) slot: AtomicUsize,
     /// Its kicks' rate, and the gate a refused start closes.
     pub(crate) kicks: Kicks,
@@ -34,8 +34,8 @@ pub(crate) struct VqState {
     /// it); taken by the lane that settles the books (`Entry::taken_back`).
     pub(crate) stalled: AtomicBool,
     pub(crate) counters: VqCounters,
-    /// Wakes the first lane, which serves start requests.
-    pub(crate) waker: Arc<Waker>,
+    /// Where its kicks ask the first lane for a start.
+    pub(crate) requests: Arc<Requests>,
 }
 
 impl VqState {
@@ -52,10 +52,11 @@ impl VqState {
         let p = crate::params::now();
         // Relaxed: `Waker::wake`'s `Release` swap orders this store before
         // it, for the lane's `Acquire` swap in `Waker::take`. Only the kick
-        // that sets the flag wakes the lane; that is safe because the lane
-        // cannot miss a flag whose setter woke it (see `wake`).
+        // that sets the flag asks and wakes the lane; that is safe because
+        // the lane cannot miss a request whose asker woke it (see `wake`).
+        // The slot was stored before vhost could kick (attach).
         if self.kicks.kick(crate::clock::now(), &p) && !self.want_poll.swap(true, Relaxed) {
-            self.waker.wake();
+            self.requests.ask(self.slot.load(Relaxed));
         }
     }
 }

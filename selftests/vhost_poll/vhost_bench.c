@@ -87,27 +87,6 @@ static double lat_mid_us(unsigned int b)
 	return (((16ULL + b % 16) << (e - 4)) + (1ULL << (e - 4)) / 2.0) / 1000;
 }
 
-/* Nanoseconds task @pid has run, from /proc/PID/sched; -1 if unknown. */
-static __s64 task_runtime_ns(int pid)
-{
-	char path[64], line[256];
-	long long ms, frac;
-	__s64 ns = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/sched", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "se.sum_exec_runtime : %lld.%6lld", &ms, &frac) == 2) {
-			ns = ms * 1000000 + frac;
-			break;
-		}
-	fclose(f);
-	return ns;
-}
-
 /* The thread named @comm: first among this process's, then anywhere. */
 static int find_task(const char *comm)
 {
@@ -138,7 +117,7 @@ static __s64 pollers_runtime_ns(void)
 	if (n <= 0)
 		return -1;
 	for (i = 0; i < n; i++) {
-		ns = task_runtime_ns(w[i].pid);
+		ns = vp_task_runtime_ns(w[i].pid);
 		if (ns < 0)
 			return -1;
 		sum += ns;
@@ -148,8 +127,8 @@ static __s64 pollers_runtime_ns(void)
 
 static void cpu_snap(struct cpu_snap *s, int worker)
 {
-	s->driver = task_runtime_ns(getpid());
-	s->worker = worker > 0 ? task_runtime_ns(worker) : -1;
+	s->driver = vp_task_runtime_ns(getpid());
+	s->worker = worker > 0 ? vp_task_runtime_ns(worker) : -1;
 	s->poller = pollers_runtime_ns();
 	s->t = now_ns();
 }

@@ -419,6 +419,8 @@ struct vp_worker {
 	 * starts it refused (the first thread's).
 	 */
 	unsigned long long asides, refused;
+	/* Entries the first thread looked at to serve start requests. */
+	unsigned long long served;
 };
 
 /* Read the rows of the worker file (a polling thread each); returns how
@@ -439,11 +441,11 @@ static inline int vp_workers(struct vp_worker *w, int max)
 	}
 	while (n < max && fgets(line, sizeof(line), f)) {
 		memset(&w[n], 0, sizeof(w[n]));
-		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu",
+		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
 			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].asides,
 			   &aside_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
-			   &w[n].empty_visit_ns) < 6)
+			   &w[n].empty_visit_ns, &w[n].served) < 6)
 			continue;
 		n++;
 	}
@@ -916,6 +918,27 @@ static inline bool vp_wait_polled(int pid, int want, unsigned int ms)
 		vp_sleep_ms(1);
 	}
 	return false;
+}
+
+/* Nanoseconds task @pid has run, from /proc/PID/sched; -1 if unknown. */
+static inline __s64 vp_task_runtime_ns(int pid)
+{
+	char path[64], line[256];
+	long long ms, frac;
+	__s64 ns = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/sched", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "se.sum_exec_runtime : %lld.%6lld", &ms, &frac) == 2) {
+			ns = ms * 1000000 + frac;
+			break;
+		}
+	fclose(f);
+	return ns;
 }
 
 /* Whether every polling thread polls nothing and sleeps. */
