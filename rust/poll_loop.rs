@@ -55,6 +55,8 @@ struct Pass {
     /// Visits made, and when the first began (`Ktime` ns; 0 before it).
     visits: u32,
     started_ns: i64,
+    /// Visits that queued a handler.
+    queued: u32,
 }
 
 /// One lane's loop, as its thread runs it.
@@ -76,6 +78,9 @@ struct LaneLoop<'a> {
     sleep_next: bool,
     /// Where its thread runs (`poll_cpus`).
     placement: Placement,
+    /// When the last pass's pause ended (`Ktime` ns), or 0 after a sleep:
+    /// the lane's time per pass is counted from there.
+    since_pass_ns: i64,
 }
 
 impl LaneLoop<'_> {
@@ -136,10 +141,23 @@ impl LaneLoop<'_> {
                 .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
         }
         let p = crate::params::now();
+        let end_ns = Ktime::ktime_get().to_ns();
+        let from = if self.since_pass_ns != 0 {
+            self.since_pass_ns
+        } else {
+            pass.started_ns
+        };
         let seen = PassSeen {
             paid: pass.paid,
             found: pass.found,
             others_waiting: !kthread::single_task_running(),
+            // No pass began (a wake-up ended it first): no time counted.
+            ns: if from == 0 {
+                0
+            } else {
+                u64::try_from(end_ns - from).unwrap_or(0)
+            },
+            queued: pass.queued,
         };
         let after = self.policy.after_pass(clock::now(), seen, &p);
         self.lane.set_contended(self.policy.contended());
@@ -153,6 +171,8 @@ impl LaneLoop<'_> {
             Pause::None => {}
             Pause::Busy => clock::pause(),
             Pause::Yield => {
+                // Time given to others is not the lane's.
+                self.since_pass_ns = 0;
                 let t0 = Ktime::ktime_get();
                 clock::give_way(pass.found);
                 let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
@@ -162,6 +182,9 @@ impl LaneLoop<'_> {
             }
         }
         kthread::cond_resched();
+        if !matches!(after.pause, Pause::Yield) {
+            self.since_pass_ns = Ktime::ktime_get().to_ns();
+        }
     }
 }
 
@@ -179,6 +202,7 @@ impl Stepper for LaneLoop<'_> {
                 }
                 if self.between_passes() == 0 {
                     self.pending = None;
+                    self.since_pass_ns = 0;
                     self.policy.rested();
                     self.lane.set_contended(false);
                     if scope.is_some() {
@@ -230,6 +254,7 @@ impl Stepper for LaneLoop<'_> {
                     pass.visits += 1;
                     pass.found |= v.work;
                     pass.paid |= v.queued;
+                    pass.queued += u32::from(v.queued);
                     if let Some(why) = v.exit {
                         x.entry.stop(why, clock::now(), &crate::params::now());
                         stopped = true;
@@ -291,6 +316,7 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
         pending: None,
         sleep_next: false,
         placement: Placement::new(),
+        since_pass_ns: 0,
     };
     drive(c, &mut lane_loop);
     if let Some(helpers) = lane_loop.helpers.as_deref_mut() {

@@ -74,6 +74,11 @@ module! {
             permissions: 0o644,
             description: "Kicks per 1000 buffers polling must save to keep a vq (0 = keep all)",
         },
+        poll_max_kick_cost: u32 {
+            default: 0,
+            permissions: 0o644,
+            description: "Most CPU (us) a polling thread may spend per kick it saves while others want its CPU (0 = no limit)",
+        },
         poll_cpus: cpulist {
             default: "",
             permissions: 0o644,

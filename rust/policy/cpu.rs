@@ -116,6 +116,75 @@ impl Contention {
     }
 }
 
+/// What a kick saved costs a lane's CPU, while others want that CPU.
+///
+/// A visit that queues a handler does what a kick would have done: the
+/// lane's CPU over those visits is what each saved kick cost. Where the
+/// lane has its CPU to itself that costs nobody anything. Where others
+/// want it (a pass ended with tasks waiting), every microsecond of it is
+/// taken from them: from a guest's vCPU thread, the vhost workers, the
+/// drivers. So over windows of [`KickCost::JIFFIES`] jiffies, a lane
+/// whose CPU per queued handler exceeded `poll_max_kick_cost` while
+/// others waited at least once is *over*: it hands its virtqueues back
+/// (`Exit::Contended`) and takes no others until a window says
+/// otherwise. Per-pass contention ([`Contention`]) misses this case: a
+/// lane whose empty passes are short sees others waiting at few of them,
+/// though it keeps half of a CPU they need.
+#[derive(Debug, Default)]
+pub(super) struct KickCost {
+    start: Option<Jiffy>,
+    ns: u64,
+    queued: u64,
+    waited: bool,
+    over: bool,
+}
+
+impl KickCost {
+    /// The length of a window.
+    pub(super) const JIFFIES: usize = 16;
+
+    /// Not over.
+    pub(super) const fn new() -> Self {
+        Self {
+            start: None,
+            ns: 0,
+            queued: 0,
+            waited: false,
+            over: false,
+        }
+    }
+
+    /// A pass ended at `now`: it took `ns` of the lane's time, queued
+    /// `queued` handlers, and found others waiting for the CPU or not.
+    /// `max_us` is `poll_max_kick_cost`.
+    pub(super) fn after_pass(&mut self, now: Jiffy, ns: u64, queued: u32, others_waiting: bool, max_us: u32) {
+        let start = *self.start.get_or_insert(now);
+        if now.since(start) >= Self::JIFFIES {
+            let budget = u64::from(max_us)
+                .saturating_mul(1000)
+                .saturating_mul(self.queued.max(1));
+            self.over = max_us != 0 && self.waited && self.ns > budget;
+            self.start = Some(now);
+            self.ns = 0;
+            self.queued = 0;
+            self.waited = false;
+        }
+        self.ns = self.ns.saturating_add(ns);
+        self.queued = self.queued.saturating_add(queued.into());
+        self.waited |= others_waiting;
+    }
+
+    /// The lane slept with nothing to poll: measure afresh.
+    pub(super) fn rested(&mut self) {
+        *self = Self::new();
+    }
+
+    /// Whether the last whole window cost more per saved kick than allowed.
+    pub(super) fn over(&self) -> bool {
+        self.over
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::time::tests::j;
@@ -159,6 +228,46 @@ mod tests {
         c.after_pass(j(15), true);
         c.after_pass(j(16), false);
         assert!(c.contended());
+    }
+
+    #[test]
+    fn kick_cost_over_only_when_others_waited_and_each_kick_cost_too_much() {
+        const MS: u64 = 1_000_000;
+        // 16 ms of CPU for 8 queued handlers, others waiting once: 2 ms a
+        // kick, over a limit of 1 ms.
+        let mut k = KickCost::new();
+        k.after_pass(j(0), 16 * MS, 8, true, 1000);
+        assert!(!k.over(), "no whole window yet");
+        k.after_pass(j(16), 0, 0, false, 1000);
+        assert!(k.over());
+        // The same at 2 ms allowed, or with no limit: not over.
+        let mut k = KickCost::new();
+        k.after_pass(j(0), 16 * MS, 8, true, 2000);
+        k.after_pass(j(16), 0, 0, false, 2000);
+        assert!(!k.over());
+        let mut k = KickCost::new();
+        k.after_pass(j(0), 16 * MS, 8, true, 0);
+        k.after_pass(j(16), 0, 0, false, 0);
+        assert!(!k.over());
+        // Nobody waited: the CPU was the lane's to spend.
+        let mut k = KickCost::new();
+        k.after_pass(j(0), 16 * MS, 8, false, 1000);
+        k.after_pass(j(16), 0, 0, false, 1000);
+        assert!(!k.over());
+        // Nothing queued and others waiting: over.
+        let mut k = KickCost::new();
+        k.after_pass(j(0), 2 * MS, 0, true, 1000);
+        k.after_pass(j(16), 0, 0, false, 1000);
+        assert!(k.over());
+        // A window under the limit clears it; a rest too.
+        k.after_pass(j(20), MS / 2, 1, true, 1000);
+        k.after_pass(j(32), 0, 0, false, 1000);
+        assert!(!k.over());
+        k.after_pass(j(33), 2 * MS, 0, true, 1000);
+        k.after_pass(j(48), 0, 0, false, 1000);
+        assert!(k.over());
+        k.rested();
+        assert!(!k.over());
     }
 
     #[test]

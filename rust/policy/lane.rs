@@ -4,7 +4,7 @@
 //! each pass, whether it has time to spare for another virtqueue, and
 //! whether it should run at all.
 
-use super::cpu::{Contention, Pause, StepAside};
+use super::cpu::{Contention, KickCost, Pause, StepAside};
 use super::lanes::ThreadLoad;
 use super::params::Params;
 use super::time::Jiffy;
@@ -19,6 +19,12 @@ pub struct PassSeen {
     pub found: bool,
     /// Other tasks waited for the lane's CPU when the pass ended.
     pub others_waiting: bool,
+    /// The lane's time since the last pass's pause ended, in ns: this
+    /// pass, and what kept it from starting; not the time it gave way to
+    /// others after a yield.
+    pub ns: u64,
+    /// Visits that queued a handler.
+    pub queued: u32,
 }
 
 /// What the lane does after a pass.
@@ -34,6 +40,7 @@ pub struct AfterPass {
 #[derive(Debug, Default)]
 pub struct LanePolicy {
     contention: Contention,
+    kick_cost: KickCost,
 }
 
 impl LanePolicy {
@@ -41,6 +48,7 @@ impl LanePolicy {
     pub const fn new() -> Self {
         Self {
             contention: Contention::new(),
+            kick_cost: KickCost::new(),
         }
     }
 
@@ -48,22 +56,31 @@ impl LanePolicy {
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
         let pause = StepAside::after_pass(seen.paid, seen.found, seen.others_waiting);
         self.contention.after_pass(now, seen.others_waiting);
+        self.kick_cost.after_pass(
+            now,
+            seen.ns,
+            seen.queued,
+            seen.others_waiting,
+            p.max_kick_cost_us,
+        );
         AfterPass {
             pause,
             // With `poll_min_gain` 0 contention hands nothing back.
-            hand_back: (self.contention.contended() && p.hands_back()).then_some(Exit::Contended),
+            hand_back: (self.contended() && p.hands_back()).then_some(Exit::Contended),
         }
     }
 
     /// The lane slept with nothing to poll: its CPU is measured afresh.
     pub fn rested(&mut self) {
         self.contention.rested();
+        self.kick_cost.rested();
     }
 
     /// Whether its last whole contention window found its CPU wanted by
-    /// others (placement then gives it no virtqueue).
+    /// others, or its last kick-cost window found each saved kick too
+    /// dear (`poll_max_kick_cost`): placement then gives it no virtqueue.
     pub fn contended(&self) -> bool {
-        self.contention.contended()
+        self.contention.contended() || self.kick_cost.over()
     }
 
     /// A running lane as placement sees it, polling `polled` virtqueues,

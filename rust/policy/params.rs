@@ -19,6 +19,9 @@ pub struct Params {
     pub min_gain: u32,
     /// `poll_threads`, as written.
     pub threads: u32,
+    /// `poll_max_kick_cost`: the most CPU, in microseconds, a lane may
+    /// spend per kick it saves while others want its CPU; 0, no limit.
+    pub max_kick_cost_us: u32,
 }
 
 impl Params {
@@ -28,6 +31,7 @@ impl Params {
         bounds: Bounds { min: 2, max: 16 },
         min_gain: 16,
         threads: 1,
+        max_kick_cost_us: 0,
     };
 
     /// Whether virtqueues may be polled at all.

@@ -143,6 +143,7 @@ impl Sim {
                 let visited = self.visit(v, ring(v));
                 seen.found |= visited.work;
                 seen.paid |= visited.queued;
+                seen.queued += u32::from(visited.queued);
             }
         }
         let after = self.lanes[lane].after_pass(self.now, seen, &self.p);

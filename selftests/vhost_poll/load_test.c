@@ -57,6 +57,8 @@ TEST(modinfo_describes_parameters)
 		"parmtype=poll_min_gain:uint",
 		"parm=poll_threads:Polling threads",
 		"parmtype=poll_threads:uint",
+		"parm=poll_max_kick_cost:Most CPU (us)",
+		"parmtype=poll_max_kick_cost:uint",
 		"license=GPL",
 		"description=Per-virtqueue adaptive polling for vhost",
 	};

@@ -2553,6 +2553,104 @@ TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
 	vring_close(&d);
 }
 
+/*
+ * A task on CPU 0 that wants it now and then: every 2 ms it needs
+ * 200 us. It waits at few of the polling thread's passes (when it wakes,
+ * until the thread's pass ends and it yields), too few for the contention
+ * rule (half of a window's passes), yet it waits.
+ */
+static pid_t nibbler_start(void)
+{
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	if (pin_to(0, 0))
+		_exit(2);
+	for (;;) {
+		unsigned long long t;
+
+		vp_sleep_us(2000);
+		t = vp_now_us();
+		while (vp_now_us() - t < 200)
+			;
+	}
+}
+
+static void nibbler_stop(pid_t pid)
+{
+	int status;
+
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+}
+
+/* KickCost::JIFFIES: the window of poll_max_kick_cost's rule. */
+#define KICK_COST_JIFFIES	16
+
+/*
+ * poll_max_kick_cost: a polling thread whose CPU per kick it saves
+ * exceeds the limit while others want its CPU hands its vqs back, where
+ * the contention rule, which counts passes, sees nothing. An idle polled
+ * vq saves no kick; next to a task that wants the thread's CPU a tenth of
+ * the time it stays polled with no limit (0, the default) for four
+ * windows, and with a limit of 1000 us goes back within four windows,
+ * not by the watchdog.
+ */
+TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
+{
+	unsigned long long t0, ms = 0, window = vp_jiffies_ms(4 * KICK_COST_JIFFIES);
+	struct vp_worker w0, w1;
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	__u64 exits, stalls;
+	int polled = 1;
+	pid_t nib;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: the thread and a task on one, the owner on the other");
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
+	/* The default: what does not pay goes back (0 keeps everything). */
+	ASSERT_EQ(0, vp_param_set("poll_min_gain", 16));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	nib = nibbler_start();
+	ASSERT_LT(0, nib);
+
+	/* No limit: polled on, idle, whoever wants the CPU now and then. */
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	ASSERT_EQ(0, vp_worker(&w0));
+	exits = sum.exits;
+	vp_sleep_ms(window);
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	ASSERT_EQ(0, vp_worker(&w1));
+	TH_LOG("no limit: polled %d after %llu ms, %llu exits; the thread yielded %llu times",
+	       polled, window, sum.exits - exits, w1.asides - w0.asides);
+	EXPECT_EQ(1, polled);
+	EXPECT_EQ(exits, sum.exits);
+	/* The task did wait for the thread's CPU, or the rule has no case. */
+	EXPECT_LT(0, w1.asides - w0.asides);
+
+	/* A limit: handed back, by the rule and not the watchdog. */
+	stalls = sum.stalls;
+	ASSERT_EQ(0, vp_param_set("poll_max_kick_cost", 1000));
+	t0 = vp_now_ms();
+	while (polled && (ms = vp_now_ms() - t0) < STALL_MS) {
+		vp_sleep_ms(1);
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+	}
+	TH_LOG("poll_max_kick_cost=1000: handed back after %llu ms (bound %llu ms)", ms, window);
+	EXPECT_EQ(0, polled);
+	EXPECT_GE(window, ms);
+	EXPECT_LT(exits, sum.exits);
+	EXPECT_EQ(stalls, sum.stalls);
+	nibbler_stop(nib);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
 #define TENANT_MB	256
 
 /* Devices a polled owner may open (the cost test's, of one owner). */
