@@ -77,7 +77,7 @@ module! {
         poll_max_kick_cost: u32 {
             default: 0,
             permissions: 0o644,
-            description: "Most CPU (us) a polling thread may spend per kick it saves while others want its CPU (0 = no limit)",
+            description: "Most CPU (us) per kick saved while others want the CPU (0 = no limit)",
         },
         poll_cpus: cpulist {
             default: "",

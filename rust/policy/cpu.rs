@@ -157,7 +157,14 @@ impl KickCost {
     /// A pass ended at `now`: it took `ns` of the lane's time, queued
     /// `queued` handlers, and found others waiting for the CPU or not.
     /// `max_us` is `poll_max_kick_cost`.
-    pub(super) fn after_pass(&mut self, now: Jiffy, ns: u64, queued: u32, others_waiting: bool, max_us: u32) {
+    pub(super) fn after_pass(
+        &mut self,
+        now: Jiffy,
+        ns: u64,
+        queued: u32,
+        others_waiting: bool,
+        max_us: u32,
+    ) {
         let start = *self.start.get_or_insert(now);
         if now.since(start) >= Self::JIFFIES {
             let budget = u64::from(max_us)
