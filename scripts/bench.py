@@ -872,7 +872,12 @@ def tcp_run(i, workload, streams, ms):
     guest_traffic run's JSON (packets through the tap for buffers, the
     guest's kicks), with Mbit/s, the sender's retransmits and the
     receiver's intervals that carried nothing."""
-    secs = max(1, round(ms / 1000))
+    # Two seconds at least: a quick run's single second with four streams
+    # under TCG within TCG once carried nothing the receiver counted in
+    # poll mode (0.00 Mbit/s, its one interval empty, 311 packets through
+    # the tap), and the check that iperf3 ran failed; a second is mostly
+    # the streams' start.
+    secs = max(2, round(ms / 1000))
     cmd = ["iperf3", "-c", guest_addr(i).split("/")[0], "-t", str(secs), "-P", str(streams),
            "-i", "0.5", "-J", "--get-server-output", "--connect-timeout", "10000"]
     # The server takes one test at a time, and under TCG within TCG it
