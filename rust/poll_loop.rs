@@ -133,15 +133,23 @@ impl LaneLoop<'_> {
     fn after_pass(&mut self, pass: Pass) {
         let c = &self.lane.counters;
         c.passes.fetch_add(1, Relaxed);
-        if !pass.found && pass.visits > 0 {
+        let p = crate::params::now();
+        let empty = !pass.found && pass.visits > 0;
+        let timed = p.max_kick_cost_us != 0;
+        // One read of the clock, before the pause, and only where a figure
+        // needs it: a pass is a few microseconds.
+        let end_ns = if empty || timed {
+            Ktime::ktime_get().to_ns()
+        } else {
+            0
+        };
+        if empty {
             // Before the pause: the visits' cost, not the wait after them.
-            let spent = Ktime::ktime_get().to_ns() - pass.started_ns;
+            let spent = end_ns - pass.started_ns;
             c.empty_visits.fetch_add(pass.visits.into(), Relaxed);
             c.empty_visit_ns
                 .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
         }
-        let p = crate::params::now();
-        let end_ns = Ktime::ktime_get().to_ns();
         let from = if self.since_pass_ns != 0 {
             self.since_pass_ns
         } else {
@@ -151,8 +159,9 @@ impl LaneLoop<'_> {
             paid: pass.paid,
             found: pass.found,
             others_waiting: !kthread::single_task_running(),
-            // No pass began (a wake-up ended it first): no time counted.
-            ns: if from == 0 {
+            // Only `poll_max_kick_cost` reads it; none if no pass began (a
+            // wake-up ended it first).
+            ns: if !timed || from == 0 {
                 0
             } else {
                 u64::try_from(end_ns - from).unwrap_or(0)
@@ -171,8 +180,6 @@ impl LaneLoop<'_> {
             Pause::None => {}
             Pause::Busy => clock::pause(),
             Pause::Yield => {
-                // Time given to others is not the lane's.
-                self.since_pass_ns = 0;
                 let t0 = Ktime::ktime_get();
                 clock::give_way(pass.found);
                 let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
@@ -182,9 +189,13 @@ impl LaneLoop<'_> {
             }
         }
         kthread::cond_resched();
-        if !matches!(after.pause, Pause::Yield) {
-            self.since_pass_ns = Ktime::ktime_get().to_ns();
-        }
+        // The next pass's time counts from here; time given to others
+        // after a yield is not the lane's.
+        self.since_pass_ns = if timed && !matches!(after.pause, Pause::Yield) {
+            Ktime::ktime_get().to_ns()
+        } else {
+            0
+        };
     }
 }
 

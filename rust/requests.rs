@@ -55,7 +55,7 @@ pub(crate) struct Requests {
     /// A push found the queue full.
     overflow: AtomicBool,
     /// The first lane's.
-    pub(crate) waker: Arc<Waker>,
+    waker: Arc<Waker>,
 }
 
 impl Requests {

@@ -240,33 +240,29 @@ mod tests {
     #[test]
     fn kick_cost_over_only_when_others_waited_and_each_kick_cost_too_much() {
         const MS: u64 = 1_000_000;
+        // The verdict on one window of a single pass that took `ns` and
+        // queued `queued` handlers, others waiting or not, at `max_us`.
+        let window = |ns, queued, waited, max_us| {
+            let mut k = KickCost::new();
+            k.after_pass(j(0), ns, queued, waited, max_us);
+            assert!(!k.over(), "no whole window yet");
+            k.after_pass(j(KickCost::JIFFIES), 0, 0, false, max_us);
+            k.over()
+        };
         // 16 ms of CPU for 8 queued handlers, others waiting once: 2 ms a
-        // kick, over a limit of 1 ms.
-        let mut k = KickCost::new();
-        k.after_pass(j(0), 16 * MS, 8, true, 1000);
-        assert!(!k.over(), "no whole window yet");
-        k.after_pass(j(16), 0, 0, false, 1000);
-        assert!(k.over());
-        // The same at 2 ms allowed, or with no limit: not over.
-        let mut k = KickCost::new();
-        k.after_pass(j(0), 16 * MS, 8, true, 2000);
-        k.after_pass(j(16), 0, 0, false, 2000);
-        assert!(!k.over());
-        let mut k = KickCost::new();
-        k.after_pass(j(0), 16 * MS, 8, true, 0);
-        k.after_pass(j(16), 0, 0, false, 0);
-        assert!(!k.over());
-        // Nobody waited: the CPU was the lane's to spend.
-        let mut k = KickCost::new();
-        k.after_pass(j(0), 16 * MS, 8, false, 1000);
-        k.after_pass(j(16), 0, 0, false, 1000);
-        assert!(!k.over());
+        // kick, over a limit of 1 ms; not at 2 ms allowed, nor with no
+        // limit, nor when nobody waited (the CPU was the lane's to spend).
+        assert!(window(16 * MS, 8, true, 1000));
+        assert!(!window(16 * MS, 8, true, 2000));
+        assert!(!window(16 * MS, 8, true, 0));
+        assert!(!window(16 * MS, 8, false, 1000));
         // Nothing queued and others waiting: over.
+        assert!(window(2 * MS, 0, true, 1000));
+        // A window under the limit clears it; a rest too.
         let mut k = KickCost::new();
         k.after_pass(j(0), 2 * MS, 0, true, 1000);
         k.after_pass(j(16), 0, 0, false, 1000);
         assert!(k.over());
-        // A window under the limit clears it; a rest too.
         k.after_pass(j(20), MS / 2, 1, true, 1000);
         k.after_pass(j(32), 0, 0, false, 1000);
         assert!(!k.over());
