@@ -8,7 +8,10 @@
 use crate::counters::LaneCounters;
 use crate::policy::{LanePolicy, Params, ThreadLoad, THREADS_MAX};
 use crate::waker::Waker;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicU32,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use kernel::{
     alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc, task::Task, types::ARef,
 };
@@ -41,6 +44,12 @@ pub(crate) struct Lane {
     /// Its last contention window found its CPU wanted by others, as its
     /// thread last saw (`LanePolicy::contended`).
     contended: AtomicBool,
+    /// The first lane asked its thread to hand back and return
+    /// (`poll_threads` wants fewer lanes); no vq is placed on it since.
+    retiring: AtomicBool,
+    /// Its thread handed everything back and returns: stopping it waits
+    /// for nothing.
+    finished: AtomicBool,
 }
 
 impl Lane {
@@ -54,6 +63,8 @@ impl Lane {
                 counters: LaneCounters::default(),
                 polled: AtomicU32::new(0),
                 contended: AtomicBool::new(false),
+                retiring: AtomicBool::new(false),
+                finished: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -81,6 +92,32 @@ impl Lane {
     /// Records its thread's verdict on its CPU.
     pub(crate) fn set_contended(&self, contended: bool) {
         self.contended.store(contended, Relaxed);
+    }
+
+    /// Asks its thread to hand its vqs back and return (the first lane,
+    /// for a lane `poll_threads` no longer wants). Takes effect when the
+    /// thread next runs; the watchdog covers its vqs until then.
+    pub(crate) fn retire(&self) {
+        if !self.retiring.swap(true, Relaxed) {
+            self.waker.wake();
+        }
+    }
+
+    /// Whether it was asked to retire.
+    pub(crate) fn retiring(&self) -> bool {
+        self.retiring.load(Relaxed)
+    }
+
+    /// Its thread says it has handed everything back and is returning.
+    pub(crate) fn finish(&self) {
+        // Release: its hand-back happens before the first lane reads it.
+        self.finished.store(true, Release);
+    }
+
+    /// Whether its thread is done: stopping it then does not wait for a
+    /// thread that may not get its CPU.
+    pub(crate) fn finished(&self) -> bool {
+        self.finished.load(Acquire)
     }
 
     /// The lane as placement sees it, with parameters `p`.

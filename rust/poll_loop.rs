@@ -26,7 +26,7 @@ use crate::handoff::Handoff;
 use crate::lane::{Lane, NAMES};
 use crate::mm_cursor::{drive, Step, Stepper};
 use crate::placement::Placement;
-use crate::policy::{Exit, LanePolicy, PassSeen, Pause, THREADS_MAX};
+use crate::policy::{Exit, LanePolicy, Params, PassSeen, Pause, THREADS_MAX};
 use crate::ring::Ring;
 use crate::shared::Shared;
 use crate::visit::{visit, Visit};
@@ -39,9 +39,15 @@ use kernel::{
     time::Ktime,
 };
 
+/// Another lane's thread, as the first lane keeps it.
+struct Helper {
+    thread: KThread,
+    lane: Arc<Lane>,
+}
+
 /// The other lanes' threads, kept by the first lane: `[0]`, the first
 /// lane's own place, stays empty.
-type Helpers = [Option<KThread>; THREADS_MAX];
+type Helpers = [Option<Helper>; THREADS_MAX];
 
 /// What a pass found so far, and where it goes on.
 #[derive(Default)]
@@ -68,6 +74,8 @@ struct LaneLoop<'a> {
     helpers: Option<&'a mut Helpers>,
     /// The number of lanes the first one last started or stopped for.
     running: usize,
+    /// The first lane's: no lane it asked to retire is still running.
+    settled: bool,
     policy: LanePolicy,
     /// The pass under way, if any.
     pass: Option<Pass>,
@@ -110,14 +118,10 @@ impl LaneLoop<'_> {
         let p = crate::params::now();
         let wanted = p.lanes();
         if let Some(helpers) = self.helpers.as_deref_mut() {
-            if wanted != self.running {
-                resize(self.shared, helpers, wanted);
+            if wanted != self.running || !self.settled {
+                self.settled = resize(self.shared, helpers, &p, wanted != self.running);
                 self.running = wanted;
             }
-        } else if LanePolicy::retired(self.lane.index, &p) {
-            // Fewer lanes wanted: this one's vqs go back, and the first
-            // lane stops its thread when it next wakes.
-            self.shared.hand_back(self.lane, Exit::Off);
         }
         let mut table = self.shared.table.lock();
         if self.helpers.is_some() {
@@ -208,7 +212,7 @@ impl Stepper for LaneLoop<'_> {
                     self.sleep();
                     return Step::Again;
                 }
-                if kthread::should_stop() {
+                if kthread::should_stop() || self.lane.retiring() {
                     return Step::Done;
                 }
                 if self.between_passes() == 0 {
@@ -322,6 +326,7 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
         lane,
         helpers,
         running: 1,
+        settled: true,
         policy: LanePolicy::new(),
         pass: None,
         pending: None,
@@ -332,31 +337,80 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
     drive(c, &mut lane_loop);
     if let Some(helpers) = lane_loop.helpers.as_deref_mut() {
         // The others first: each returns its vqs as it stops.
-        resize(shared, helpers, 0);
+        stop_all(shared, helpers);
     }
     shared.hand_back(lane, Exit::Off);
     c.period(true);
+    if lane.index != 0 {
+        // Retired or stopped: the first lane may stop it now without
+        // waiting for it (`resize`).
+        lane.finish();
+        shared.first.lane.waker.wake();
+    }
 }
 
-/// Starts and stops lanes' threads so that `wanted` run, with
-/// `helpers[i]` running lane `i`. A lane stopped first returns its vqs to
-/// notification mode. The first lane calls it, holding no lock.
-fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, wanted: usize) {
-    for i in (wanted.max(1)..THREADS_MAX).rev() {
-        if let Some(thread) = helpers[i].take() {
-            // Waits for it to hand its vqs back and return; a thread
-            // stopped before it ever ran handed nothing back, so what its
-            // ring still holds goes back here.
-            thread.stop();
-            shared.retire(i);
+/// Stops lane `i`'s thread, whose lane handed everything back or is
+/// asked to (`kthread_stop()`), and forgets its lane: a thread stopped
+/// before it ever ran handed nothing back, so what its ring still holds
+/// goes back here.
+fn reap(shared: &Arc<Shared>, helper: Helper, i: usize) {
+    helper.thread.stop();
+    shared.retire(i);
+}
+
+/// Stops every other lane's thread, waiting for each (the first lane's
+/// thread returns).
+fn stop_all(shared: &Arc<Shared>, helpers: &mut Helpers) {
+    for i in (1..THREADS_MAX).rev() {
+        if let Some(helper) = helpers[i].take() {
+            reap(shared, helper, i);
         }
     }
-    for (i, place) in helpers.iter_mut().enumerate().take(wanted).skip(1) {
+}
+
+/// Moves the lanes' threads towards what `p` wants, with `helpers[i]`
+/// running lane `i`, and returns whether they are there. It waits for no
+/// thread: a lane no longer wanted is asked to retire (it hands its vqs
+/// back and returns when it next runs, and gets no vq meanwhile), and its
+/// thread is stopped once it says it finished; the first lane, which
+/// calls it holding no lock, is woken then. A thread kept off its CPU
+/// (a real-time task there) thus holds up neither the first lane's
+/// requests nor its passes, and its vqs are the watchdog's meanwhile.
+/// New threads are started only when `changed` (`poll_threads` was
+/// written) or a lane was just stopped: a start that failed waits for
+/// the next write.
+fn resize(
+    shared: &Arc<Shared>,
+    helpers: &mut Helpers,
+    p: &Params,
+    changed: bool,
+) -> bool {
+    let (mut settled, mut reaped) = (true, false);
+    for (i, place) in helpers.iter_mut().enumerate().skip(1) {
+        let Some(helper) = place.as_ref() else {
+            continue;
+        };
+        if helper.lane.finished() {
+            if let Some(helper) = place.take() {
+                reap(shared, helper, i);
+                reaped = true;
+            }
+        } else if LanePolicy::retired(i, p) || helper.lane.retiring() {
+            // Wanted again before it finished: it finishes first, and a
+            // new thread takes its place then.
+            helper.lane.retire();
+            settled = false;
+        }
+    }
+    if !changed && !reaped {
+        return settled;
+    }
+    for (i, place) in helpers.iter_mut().enumerate().take(p.lanes()).skip(1) {
         if place.is_some() {
             continue;
         }
         match spawn(shared, i) {
-            Ok(thread) => *place = Some(thread),
+            Ok(helper) => *place = Some(helper),
             Err(e) => {
                 // Its place stays empty, and gets no vq, until
                 // `poll_threads` is written again.
@@ -365,10 +419,11 @@ fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, wanted: usize) {
             }
         }
     }
+    settled
 }
 
 /// Starts lane `i`'s thread, with a lane of its own in the table.
-fn spawn(shared: &Arc<Shared>, i: usize) -> Result<KThread> {
+fn spawn(shared: &Arc<Shared>, i: usize) -> Result<Helper> {
     let handoff = Handoff::new()?;
     let (thread_shared, thread_handoff) = (shared.clone(), handoff.clone());
     let name = NAMES.get(i).copied().ok_or(EINVAL)?;
@@ -382,7 +437,10 @@ fn spawn(shared: &Arc<Shared>, i: usize) -> Result<KThread> {
     shared.table.lock().set_lane(i, Some(ring.clone()));
     handoff.give(ring.clone());
     ring.lane.waker.wake();
-    Ok(thread)
+    Ok(Helper {
+        thread,
+        lane: ring.lane.clone(),
+    })
 }
 
 /// The first lane's thread: waits for its `Shared`, then runs, starting

@@ -156,7 +156,14 @@ impl Shared {
             return;
         }
         let now = crate::clock::now();
-        let lanes = table.lanes().clone();
+        let mut lanes = table.lanes().clone();
+        // A lane asked to retire takes no vq, even if wanted again since:
+        // it hands back and a new thread takes its place.
+        for ring in lanes.iter_mut() {
+            if ring.as_ref().is_some_and(|r| r.lane.retiring()) {
+                *ring = None;
+            }
+        }
         let lanes = lanes.get(..p.lanes()).unwrap_or(&lanes);
         let mut looked = 0;
         // One queue's worth at most: a storm of kicks that keeps asking
