@@ -8,9 +8,10 @@
 //! the next virtqueue to visit is in it too or needs none, so a pass over
 //! one owner's vqs, or over idle ones, costs no switch; it enters and
 //! leaves with no lock held,
-//! and the reference it held is put asynchronously (`mmput_async`), so
-//! that the last reference of an exiting owner is never torn down in the
-//! lane's thread.
+//! and the reference it held is put asynchronously
+//! (`mmput_async_unbound`), so that the last reference of an exiting
+//! owner is never torn down in the lane's thread, nor by a worker bound
+//! to the lane's CPU.
 
 use crate::counters::LaneCounters;
 use core::sync::atomic::Ordering::Relaxed;

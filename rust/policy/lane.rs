@@ -33,6 +33,13 @@ pub struct AfterPass {
     /// How it pauses.
     pub pause: Pause,
     /// Hand every virtqueue of the lane back, for this reason.
+    ///
+    /// Every one, not only some, is what contention must take: a lane
+    /// spins as long as it polls one virtqueue, its passes only shorter
+    /// with fewer, so only a lane that polls none gives its CPU back to
+    /// the tasks that wait for it. The virtqueues that keep reaching the
+    /// rate come back after their cool-down, on a lane whose CPU is not
+    /// wanted (placement passes over a contended one, `ThreadLoad`).
     pub hand_back: Option<Exit>,
 }
 
