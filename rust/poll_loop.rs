@@ -379,12 +379,7 @@ fn stop_all(shared: &Arc<Shared>, helpers: &mut Helpers) {
 /// New threads are started only when `changed` (`poll_threads` was
 /// written) or a lane was just stopped: a start that failed waits for
 /// the next write.
-fn resize(
-    shared: &Arc<Shared>,
-    helpers: &mut Helpers,
-    p: &Params,
-    changed: bool,
-) -> bool {
+fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, p: &Params, changed: bool) -> bool {
     let (mut settled, mut reaped) = (true, false);
     for (i, place) in helpers.iter_mut().enumerate().skip(1) {
         let Some(helper) = place.as_ref() else {
