@@ -33,6 +33,13 @@ pub(crate) fn pause() {
     }
 }
 
+/// Sleeps `us` microseconds between passes, the rings being quiet
+/// (`Pause::Nap`), in the idle state: a nap adds nothing to the load
+/// average. A wake-up does not end it early; it is short (`poll_max_nap`).
+pub(crate) fn nap(us: u32) {
+    delay::usleep_idle(us);
+}
+
 /// Lets the tasks waiting for the CPU run first (`Pause::Yield`) after a
 /// pass that `found` work or not: a yield, so that the lane polls again
 /// as soon as the CPU is free. On UML, whose one CPU always has others

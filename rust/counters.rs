@@ -56,6 +56,10 @@ pub(crate) struct LaneCounters {
     /// Entries the first lane looked at to serve start requests: one a
     /// request, or the whole table when the queue of requests overflowed.
     pub(crate) served: AtomicU64,
+    /// Naps between passes, the rings being quiet, and their asked
+    /// length in all, in microseconds.
+    pub(crate) naps: AtomicU64,
+    pub(crate) nap_us: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,
     pub(crate) asleep: AtomicBool,

@@ -17,5 +17,6 @@ pub(crate) fn now() -> Params {
         min_gain: m::poll_min_gain.value(),
         threads: m::poll_threads.value(),
         max_kick_cost_us: m::poll_max_kick_cost.value(),
+        max_nap_us: m::poll_max_nap.value(),
     }
 }

@@ -171,6 +171,12 @@ impl LaneLoop<'_> {
                 u64::try_from(end_ns - from).unwrap_or(0)
             },
             queued: pass.queued,
+            // Read for an empty pass: what a quiet lane's nap needs.
+            end_ns: if empty {
+                u64::try_from(end_ns).unwrap_or(0)
+            } else {
+                0
+            },
         };
         let after = self.policy.after_pass(clock::now(), seen, &p);
         self.lane.set_contended(self.policy.contended());
@@ -183,6 +189,11 @@ impl LaneLoop<'_> {
         match after.pause {
             Pause::None => {}
             Pause::Busy => clock::pause(),
+            Pause::Nap(us) => {
+                clock::nap(us);
+                c.naps.fetch_add(1, Relaxed);
+                c.nap_us.fetch_add(us.into(), Relaxed);
+            }
             Pause::Yield => {
                 let t0 = Ktime::ktime_get();
                 clock::give_way(pass.found);
@@ -195,7 +206,7 @@ impl LaneLoop<'_> {
         kthread::cond_resched();
         // The next pass's time counts from here; time given to others
         // after a yield is not the lane's.
-        self.since_pass_ns = if timed && !matches!(after.pause, Pause::Yield) {
+        self.since_pass_ns = if timed && !matches!(after.pause, Pause::Yield | Pause::Nap(_)) {
             Ktime::ktime_get().to_ns()
         } else {
             0

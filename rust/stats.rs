@@ -60,7 +60,7 @@ impl ShowFile for Lanes {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
-            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread empty_visits empty_visit_ns served\n"
+            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread empty_visits empty_visit_ns served naps nap_us\n"
         );
         let now = Ktime::ktime_get().to_ns();
         // A row per lane, in order.
@@ -77,7 +77,7 @@ impl ShowFile for Lanes {
             }
             seq_print!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
                 c.pid.load(Relaxed),
                 c.passes.load(Relaxed),
                 busy,
@@ -91,6 +91,8 @@ impl ShowFile for Lanes {
                 c.empty_visits.load(Relaxed),
                 c.empty_visit_ns.load(Relaxed),
                 c.served.load(Relaxed),
+                c.naps.load(Relaxed),
+                c.nap_us.load(Relaxed),
             );
         });
         Ok(())

@@ -79,6 +79,11 @@ module! {
             permissions: 0o644,
             description: "Most CPU (us) per kick saved while others want the CPU (0 = no limit)",
         },
+        poll_max_nap: u32 {
+            default: 1000,
+            permissions: 0o644,
+            description: "Longest sleep (us) between passes once the rings are quiet (0 = spin)",
+        },
         poll_cpus: cpulist {
             default: "",
             permissions: 0o644,

@@ -34,6 +34,9 @@ pub enum Pause {
     Busy,
     /// Lets the tasks waiting for the CPU run first.
     Yield,
+    /// Sleeps this many microseconds: the rings have been quiet
+    /// ([`Quiet`]).
+    Nap(u32),
 }
 
 impl StepAside {
@@ -113,6 +116,63 @@ impl Contention {
     /// Whether the last whole window found the lane contended.
     pub fn contended(&self) -> bool {
         self.contended
+    }
+}
+
+/// When a lane naps between passes: once its rings have been quiet.
+///
+/// A lane spins between passes so that it sees a buffer the moment it is
+/// posted, and that spin is almost all of its CPU where buffers come
+/// seldom: a guest that kicks every few milliseconds, a driver that
+/// trickles a buffer per idle window. Its CPU then buys nothing the next
+/// request would notice. So once no pass has found work for
+/// [`Quiet::AFTER_US`], a pass that finds none is followed by a sleep of
+/// a quarter of the quiet time so far, at most `poll_max_nap`: the next
+/// buffer waits at most a quarter longer than the ring had already been
+/// quiet, and the lane's CPU falls as the gaps grow. A queue whose
+/// requests come closer than [`Quiet::AFTER_US`] apart never has its lane
+/// nap; notifications stay off during a nap, which saves the kicks a
+/// spin would. `poll_max_nap` is far below vhost's watchdog bound (4
+/// jiffies) at its default, 1 ms.
+#[derive(Debug, Default)]
+pub(super) struct Quiet {
+    /// When the first pass that found no work since the last that did
+    /// ended (`Ktime` ns).
+    since_ns: Option<u64>,
+}
+
+impl Quiet {
+    /// How long (µs) no pass found work before a lane naps.
+    pub(super) const AFTER_US: u64 = 1000;
+
+    /// Not quiet.
+    pub(super) const fn new() -> Self {
+        Self { since_ns: None }
+    }
+
+    /// A pass ended at `end_ns` (`Ktime` ns; 0 if the clock was not
+    /// read), having found `work` (a handler took buffers, or the pass
+    /// queued one) or not. Returns how long to nap, in µs (0: no nap),
+    /// with `max_us` the longest (`poll_max_nap`; 0, never).
+    pub(super) fn after_pass(&mut self, end_ns: u64, work: bool, max_us: u32) -> u32 {
+        if work || max_us == 0 {
+            self.since_ns = None;
+            return 0;
+        }
+        if end_ns == 0 {
+            return 0;
+        }
+        let since = *self.since_ns.get_or_insert(end_ns);
+        let quiet_us = end_ns.saturating_sub(since) / 1000;
+        if quiet_us < Self::AFTER_US {
+            return 0;
+        }
+        u32::try_from(quiet_us / 4).unwrap_or(u32::MAX).min(max_us)
+    }
+
+    /// The lane slept with nothing to poll: quiet from its next pass on.
+    pub(super) fn rested(&mut self) {
+        *self = Self::new();
     }
 }
 
@@ -212,6 +272,37 @@ mod tests {
         assert_eq!(StepAside::after_pass(true, true, true), Pause::None);
         assert_eq!(StepAside::after_pass(true, false, true), Pause::Busy);
         assert_eq!(StepAside::after_pass(true, false, false), Pause::Busy);
+    }
+
+    #[test]
+    fn naps_a_quarter_of_the_quiet_time_once_quiet_long_enough() {
+        const US: u64 = 1000;
+        let t0 = 5_000_000 * US;
+        let mut q = Quiet::new();
+        // The first empty pass starts the quiet time; none before
+        // `AFTER_US` naps.
+        assert_eq!(q.after_pass(t0, false, 1000), 0);
+        assert_eq!(q.after_pass(t0 + 999 * US, false, 1000), 0);
+        // Then a quarter of it, up to the limit.
+        assert_eq!(q.after_pass(t0 + 1000 * US, false, 1000), 250);
+        assert_eq!(q.after_pass(t0 + 2000 * US, false, 1000), 500);
+        assert_eq!(q.after_pass(t0 + 9000 * US, false, 1000), 1000);
+        assert_eq!(q.after_pass(t0 + 9000 * US, false, 300), 300);
+        // A pass whose clock was not read says nothing.
+        assert_eq!(q.after_pass(0, false, 1000), 0);
+        assert_eq!(q.after_pass(t0 + 9000 * US, false, 1000), 1000);
+        // Work ends the quiet time: it starts again at the next empty pass.
+        assert_eq!(q.after_pass(0, true, 1000), 0);
+        assert_eq!(q.after_pass(t0 + 9500 * US, false, 1000), 0);
+        assert_eq!(q.after_pass(t0 + 10_000 * US, false, 1000), 0);
+        assert_eq!(q.after_pass(t0 + 10_500 * US, false, 1000), 250);
+        // `poll_max_nap` 0: never, and quiet from scratch after.
+        assert_eq!(q.after_pass(t0 + 20_000 * US, false, 0), 0);
+        assert_eq!(q.after_pass(t0 + 20_000 * US, false, 1000), 0);
+        // A rest forgets the quiet time.
+        assert_eq!(q.after_pass(t0 + 30_000 * US, false, 5000), 2500);
+        q.rested();
+        assert_eq!(q.after_pass(t0 + 30_000 * US, false, 1000), 0);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! each pass, whether it has time to spare for another virtqueue, and
 //! whether it should run at all.
 
-use super::cpu::{Contention, KickCost, Pause, StepAside};
+use super::cpu::{Contention, KickCost, Pause, Quiet, StepAside};
 use super::lanes::ThreadLoad;
 use super::params::Params;
 use super::time::Jiffy;
@@ -25,6 +25,9 @@ pub struct PassSeen {
     pub ns: u64,
     /// Visits that queued a handler.
     pub queued: u32,
+    /// The clock when the pass ended (`Ktime` ns), or 0 where no rule
+    /// needed it: a pass that found work reads none.
+    pub end_ns: u64,
 }
 
 /// What the lane does after a pass.
@@ -48,6 +51,7 @@ pub struct AfterPass {
 pub struct LanePolicy {
     contention: Contention,
     kick_cost: KickCost,
+    quiet: Quiet,
 }
 
 impl LanePolicy {
@@ -56,12 +60,21 @@ impl LanePolicy {
         Self {
             contention: Contention::new(),
             kick_cost: KickCost::new(),
+            quiet: Quiet::new(),
         }
     }
 
     /// A pass ended at `now` having seen `seen`.
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
-        let pause = StepAside::after_pass(seen.paid, seen.found, seen.others_waiting);
+        let nap = self
+            .quiet
+            .after_pass(seen.end_ns, seen.found || seen.paid, p.max_nap_us);
+        let pause = if nap != 0 {
+            // Its CPU is free during the nap, for whoever waits.
+            Pause::Nap(nap)
+        } else {
+            StepAside::after_pass(seen.paid, seen.found, seen.others_waiting)
+        };
         self.contention.after_pass(now, seen.others_waiting);
         self.kick_cost.after_pass(
             now,
@@ -81,6 +94,7 @@ impl LanePolicy {
     pub fn rested(&mut self) {
         self.contention.rested();
         self.kick_cost.rested();
+        self.quiet.rested();
     }
 
     /// Whether its last whole contention window found its CPU wanted by

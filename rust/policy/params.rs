@@ -22,6 +22,9 @@ pub struct Params {
     /// `poll_max_kick_cost`: the most CPU, in microseconds, a lane may
     /// spend per kick it saves while others want its CPU; 0, no limit.
     pub max_kick_cost_us: u32,
+    /// `poll_max_nap`: the longest nap, in microseconds, of a lane whose
+    /// rings have been quiet (`Quiet`); 0, it never naps.
+    pub max_nap_us: u32,
 }
 
 impl Params {
@@ -32,6 +35,7 @@ impl Params {
         min_gain: 16,
         threads: 1,
         max_kick_cost_us: 0,
+        max_nap_us: 1000,
     };
 
     /// Whether virtqueues may be polled at all.

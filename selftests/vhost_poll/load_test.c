@@ -59,6 +59,8 @@ TEST(modinfo_describes_parameters)
 		"parmtype=poll_threads:uint",
 		"parm=poll_max_kick_cost:Most CPU (us)",
 		"parmtype=poll_max_kick_cost:uint",
+		"parm=poll_max_nap:Longest sleep (us)",
+		"parmtype=poll_max_nap:uint",
 		"license=GPL",
 		"description=Per-virtqueue adaptive polling for vhost",
 	};

@@ -10,7 +10,7 @@
 
 static const char *const params[] = {
 	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
-	"poll_threads", "poll_max_kick_cost",
+	"poll_threads", "poll_max_kick_cost", "poll_max_nap",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -53,6 +53,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_min_gain", "16\n");
 	EXPECT_PARAM("poll_threads", "1\n");
 	EXPECT_PARAM("poll_max_kick_cost", "0\n");
+	EXPECT_PARAM("poll_max_nap", "1000\n");
 	EXPECT_PARAM("poll_cpus", "\n");
 }
 
@@ -239,6 +240,7 @@ TEST(load_bad_value_fails)
 		"poll_min_gain=1x", "poll_min_gain=4294967296",
 		"poll_threads=two", "poll_threads=-1",
 		"poll_max_kick_cost=1ms", "poll_max_kick_cost=4294967296",
+		"poll_max_nap=1ms", "poll_max_nap=-1",
 		"poll_cpus=abc", "poll_cpus=0-", "poll_cpus=100000",
 		"poll_start_rate",
 	};

@@ -2732,6 +2732,110 @@ TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
 	vring_close(&d);
 }
 
+static int cmp_ull(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a;
+	unsigned long long y = *(const unsigned long long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define TRICKLE_N	150
+#define TRICKLE_GAP_MS	5
+
+/* A phase of the trickle test: what it cost the thread, what it did. */
+struct trickle {
+	/* The thread's share of one CPU, in per cent; the round trips (us). */
+	unsigned long long cpu_pct, p50_us, max_us;
+	unsigned long long naps, exits;
+};
+
+/*
+ * TRICKLE_N buffers, one every TRICKLE_GAP_MS, each waited for, on @d's
+ * polled vq, whose thread is @poller; 0 or -errno.
+ */
+static int trickle_run(struct vring_drv *d, int poller, struct trickle *t)
+{
+	unsigned long long lat[TRICKLE_N], t0, t1;
+	struct vp_worker w0, w1;
+	struct vp_vq_row a, b;
+	long long ran0, ran1;
+	int i, ret;
+
+	if (vp_worker(&w0) || vp_vq_sum(getpid(), d->index, &a, NULL) != 1)
+		return -ENOENT;
+	ran0 = vp_task_runtime_ns(poller);
+	t0 = vp_now_us();
+	for (i = 0; i < TRICKLE_N; i++) {
+		unsigned long long s;
+
+		vp_sleep_ms(TRICKLE_GAP_MS);
+		s = vp_now_us();
+		if (vring_post_kicked(d, 1) != 1)
+			return -ENOSPC;
+		ret = vring_drain(d, STALL_MS);
+		if (ret)
+			return ret;
+		lat[i] = vp_now_us() - s;
+	}
+	t1 = vp_now_us();
+	ran1 = vp_task_runtime_ns(poller);
+	if (vp_worker(&w1) || vp_vq_sum(getpid(), d->index, &b, NULL) != 1 || ran0 < 0 || ran1 < 0)
+		return -ENOENT;
+	qsort(lat, TRICKLE_N, sizeof(lat[0]), cmp_ull);
+	t->cpu_pct = (ran1 - ran0) / 10 / (t1 - t0 ? t1 - t0 : 1);
+	t->p50_us = lat[TRICKLE_N / 2];
+	t->max_us = lat[TRICKLE_N - 1];
+	t->naps = w1.naps - w0.naps;
+	t->exits = b.exits - a.exits;
+	return 0;
+}
+
+/*
+ * A polled vq whose driver trickles a buffer every 5 ms keeps its
+ * thread spinning between buffers: nearly a CPU for a round trip nobody
+ * waits on. Once the rings have been quiet for a millisecond the thread
+ * naps between passes (a quarter of the quiet time, poll_max_nap at
+ * most): with the default (1000 us) it uses less than half the CPU it
+ * spins with (poll_max_nap=0), the vq stays polled (its kicks stay
+ * saved), and a buffer's round trip grows by a nap at most. On one CPU
+ * (UML) an empty pass already sleeps, so the case is not there.
+ */
+TEST_F(neighbour, quiet_rings_let_the_thread_nap)
+{
+	struct trickle spin, nap;
+	struct vp_worker w;
+	struct vring_drv d;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: on one (UML) an empty pass already sleeps");
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
+	ASSERT_EQ(0, vp_worker(&w));
+	if (vp_task_runtime_ns(w.pid) < 0)
+		SKIP(return, "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time");
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(0, vp_param_set("poll_max_nap", 0));
+	ASSERT_EQ(0, trickle_run(&d, w.pid, &spin));
+	ASSERT_EQ(0, vp_param_set("poll_max_nap", 1000));
+	ASSERT_EQ(0, trickle_run(&d, w.pid, &nap));
+	TH_LOG("a buffer every %d ms: spinning, the thread %llu%% of a CPU, round trip p50 %llu us, max %llu us",
+	       TRICKLE_GAP_MS, spin.cpu_pct, spin.p50_us, spin.max_us);
+	TH_LOG("napping: %llu%% of a CPU, p50 %llu us, max %llu us, %llu naps",
+	       nap.cpu_pct, nap.p50_us, nap.max_us, nap.naps);
+	/* Spinning took the CPU, or the case is not there. */
+	EXPECT_LE(50, spin.cpu_pct);
+	EXPECT_EQ(0, spin.naps);
+	EXPECT_GE(spin.cpu_pct / 2, nap.cpu_pct);
+	EXPECT_LT(0, nap.naps);
+	/* Still polled: the rule naps, it does not hand back. */
+	EXPECT_EQ(0, spin.exits + nap.exits);
+	/* A nap's length at most, and a scheduler's wake-up, later. */
+	EXPECT_GE(spin.p50_us + 1000 + 500 * vp_slow(), nap.p50_us);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
 /*
  * A lower poll_threads takes effect within the watchdog's bound whether
  * or not the thread it retires runs: with two threads, on CPUs 0 and 1,
@@ -3332,14 +3436,6 @@ TEST_F(tx, back_pressure_queues_no_handler_for_nothing)
 	EXPECT_GE(5, b.queued - a.queued);
 	EXPECT_GE(1, b.enters - a.enters);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
-}
-
-static int cmp_ull(const void *a, const void *b)
-{
-	unsigned long long x = *(const unsigned long long *)a;
-	unsigned long long y = *(const unsigned long long *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 #define RR_N	1000

@@ -421,6 +421,8 @@ struct vp_worker {
 	unsigned long long asides, refused;
 	/* Entries the first thread looked at to serve start requests. */
 	unsigned long long served;
+	/* Naps between passes with the rings quiet, and their length (us). */
+	unsigned long long naps, nap_us;
 };
 
 /* Read the rows of the worker file (a polling thread each); returns how
@@ -429,7 +431,7 @@ struct vp_worker {
 static inline int vp_workers(struct vp_worker *w, int max)
 {
 	unsigned long long aside_us;
-	char line[256];
+	char line[512];
 	FILE *f = fopen(VP_DEBUGFS "worker", "re");
 	int n = 0;
 
@@ -441,11 +443,11 @@ static inline int vp_workers(struct vp_worker *w, int max)
 	}
 	while (n < max && fgets(line, sizeof(line), f)) {
 		memset(&w[n], 0, sizeof(w[n]));
-		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu",
+		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
 			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].asides,
 			   &aside_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
-			   &w[n].empty_visit_ns, &w[n].served) < 6)
+			   &w[n].empty_visit_ns, &w[n].served, &w[n].naps, &w[n].nap_us) < 6)
 			continue;
 		n++;
 	}
