@@ -132,8 +132,8 @@ impl Contention {
 /// quiet, and the lane's CPU falls as the gaps grow. A queue whose
 /// requests come closer than [`Quiet::AFTER_US`] apart never has its lane
 /// nap; notifications stay off during a nap, which saves the kicks a
-/// spin would. `poll_max_nap` is far below vhost's watchdog bound (4
-/// jiffies) at its default, 1 ms.
+/// spin would. At its default, 1 ms, `poll_max_nap` is below vhost's
+/// watchdog bound (4 jiffies: 4 ms at `HZ=1000`, 16 ms at 250).
 #[derive(Debug, Default)]
 pub(super) struct Quiet {
     /// When the first pass that found no work since the last that did
