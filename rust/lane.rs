@@ -47,8 +47,9 @@ pub(crate) struct Lane {
     /// The first lane asked its thread to hand back and return
     /// (`poll_threads` wants fewer lanes); no vq is placed on it since.
     retiring: AtomicBool,
-    /// Its thread handed everything back and returns: stopping it waits
-    /// for nothing.
+    /// Its thread handed everything back and is returning: stopping it
+    /// waits only for the thread's last steps, not for a pass or a
+    /// hand-back of a thread that may not get its CPU.
     finished: AtomicBool,
 }
 
@@ -98,9 +99,10 @@ impl Lane {
     /// for a lane `poll_threads` no longer wants). Takes effect when the
     /// thread next runs; the watchdog covers its vqs until then.
     pub(crate) fn retire(&self) {
-        if !self.retiring.swap(true, Relaxed) {
-            self.waker.wake();
-        }
+        self.retiring.store(true, Relaxed);
+        // Every time: a wake-up its thread took before it saw the flag
+        // is given again.
+        self.waker.wake();
     }
 
     /// Whether it was asked to retire.
@@ -108,14 +110,14 @@ impl Lane {
         self.retiring.load(Relaxed)
     }
 
-    /// Its thread says it has handed everything back and is returning.
+    /// Its thread says it has handed everything back and is returning:
+    /// stopping it then waits only for its last steps to `do_exit()`.
     pub(crate) fn finish(&self) {
         // Release: its hand-back happens before the first lane reads it.
         self.finished.store(true, Release);
     }
 
-    /// Whether its thread is done: stopping it then does not wait for a
-    /// thread that may not get its CPU.
+    /// Whether its thread is done but for returning (see `finished`).
     pub(crate) fn finished(&self) -> bool {
         self.finished.load(Acquire)
     }

@@ -94,12 +94,28 @@ struct LaneLoop<'a> {
 impl LaneLoop<'_> {
     /// Nothing to poll: sleeps until a kick reaches the rate or vhost
     /// asks for something (the first lane), or a vq is placed on this
-    /// lane (the others), or `poll_cpus` is written. In no address space.
+    /// lane (the others), or `poll_cpus` is written. Not while a lane it
+    /// asked to retire has finished (the first lane: it stops that
+    /// thread first), nor once asked to retire (the others). In no
+    /// address space.
     fn sleep(&mut self) {
         let c = &self.lane.counters;
         c.period(true);
-        kthread::sleep_unless(|| self.lane.waker.is_pending() || self.placement.is_stale());
+        kthread::sleep_unless(|| {
+            self.lane.waker.is_pending()
+                || self.placement.is_stale()
+                || self.lane.retiring()
+                || self.reap_due()
+        });
         c.period(false);
+    }
+
+    /// The first lane's: a lane it asked to retire, or that retired
+    /// itself, has finished, and its thread is to be stopped.
+    fn reap_due(&self) -> bool {
+        self.helpers
+            .as_deref()
+            .is_some_and(|h| h.iter().flatten().any(|x| x.lane.finished()))
     }
 
     /// Between passes: keeps the wanted lanes running (the first lane),
@@ -117,11 +133,18 @@ impl LaneLoop<'_> {
         }
         let p = crate::params::now();
         let wanted = p.lanes();
-        if let Some(helpers) = self.helpers.as_deref_mut() {
-            if wanted != self.running || !self.settled {
-                self.settled = resize(self.shared, helpers, &p, wanted != self.running);
+        if self.helpers.is_some() {
+            if wanted != self.running || !self.settled || self.reap_due() {
+                if let Some(helpers) = self.helpers.as_deref_mut() {
+                    self.settled = resize(self.shared, helpers, &p, wanted != self.running);
+                }
                 self.running = wanted;
             }
+        } else if LanePolicy::retired(self.lane.index, &p) {
+            // Fewer lanes wanted, whether or not the first lane is awake
+            // to ask: this one hands back and returns (`step`), and the
+            // first lane, woken as it finishes, stops its thread.
+            self.lane.retire();
         }
         let mut table = self.shared.table.lock();
         if self.helpers.is_some() {
@@ -177,6 +200,8 @@ impl LaneLoop<'_> {
             } else {
                 0
             },
+            // A nap is not cut short: none while a wake-up or a stop waits.
+            asked: self.lane.waker.is_pending() || kthread::should_stop() || self.lane.retiring(),
         };
         let after = self.policy.after_pass(clock::now(), seen, &p);
         self.lane.set_contended(self.policy.contended());
@@ -226,7 +251,11 @@ impl Stepper for LaneLoop<'_> {
                 if kthread::should_stop() || self.lane.retiring() {
                     return Step::Done;
                 }
-                if self.between_passes() == 0 {
+                let polled = self.between_passes();
+                if self.lane.retiring() {
+                    return Step::Done;
+                }
+                if polled == 0 {
                     self.pending = None;
                     self.since_pass_ns = 0;
                     self.policy.rested();
@@ -380,11 +409,13 @@ fn stop_all(shared: &Arc<Shared>, helpers: &mut Helpers) {
 }
 
 /// Moves the lanes' threads towards what `p` wants, with `helpers[i]`
-/// running lane `i`, and returns whether they are there. It waits for no
-/// thread: a lane no longer wanted is asked to retire (it hands its vqs
-/// back and returns when it next runs, and gets no vq meanwhile), and its
-/// thread is stopped once it says it finished; the first lane, which
-/// calls it holding no lock, is woken then. A thread kept off its CPU
+/// running lane `i`, and returns whether they are there. It does not wait
+/// for a thread to run: a lane no longer wanted is asked to retire (it
+/// hands its vqs back and returns when it next runs, and gets no vq
+/// meanwhile), and its thread is stopped once it says it finished, which
+/// wakes the first lane, the caller, holding no lock. (`kthread_stop()`
+/// then waits for the thread's last steps, from `finish` to its exit: a
+/// thread preempted just there for long would still hold it up.) A thread kept off its CPU
 /// (a real-time task there) thus holds up neither the first lane's
 /// requests nor its passes, and its vqs are the watchdog's meanwhile.
 /// New threads are started only when `changed` (`poll_threads` was

@@ -133,7 +133,10 @@ impl Contention {
 /// requests come closer than [`Quiet::AFTER_US`] apart never has its lane
 /// nap; notifications stay off during a nap, which saves the kicks a
 /// spin would. At its default, 1 ms, `poll_max_nap` is below vhost's
-/// watchdog bound (4 jiffies: 4 ms at `HZ=1000`, 16 ms at 250).
+/// watchdog bound (4 jiffies: 4 ms at `HZ=1000`, 16 ms at 250; a visit
+/// is dated to the jiffy, so the bound may be a jiffy shorter), and no
+/// nap is longer than [`Quiet::LIMIT_US`] whatever it is set to. A nap
+/// is not cut short: a start request or a stop waits for its end.
 #[derive(Debug, Default)]
 pub(super) struct Quiet {
     /// When the first pass that found no work since the last that did
@@ -144,6 +147,11 @@ pub(super) struct Quiet {
 impl Quiet {
     /// How long (µs) no pass found work before a lane naps.
     pub(super) const AFTER_US: u64 = 1000;
+
+    /// The longest nap (µs), whatever `poll_max_nap` says: under the
+    /// watchdog's bound less a jiffy at `HZ=1000`, the most ticks a
+    /// second.
+    pub(super) const LIMIT_US: u32 = 2000;
 
     /// Not quiet.
     pub(super) const fn new() -> Self {
@@ -167,7 +175,10 @@ impl Quiet {
         if quiet_us < Self::AFTER_US {
             return 0;
         }
-        u32::try_from(quiet_us / 4).unwrap_or(u32::MAX).min(max_us)
+        u32::try_from(quiet_us / 4)
+            .unwrap_or(u32::MAX)
+            .min(max_us)
+            .min(Self::LIMIT_US)
     }
 
     /// The lane slept with nothing to poll: quiet from its next pass on.
@@ -300,9 +311,14 @@ mod tests {
         assert_eq!(q.after_pass(t0 + 20_000 * US, false, 0), 0);
         assert_eq!(q.after_pass(t0 + 20_000 * US, false, 1000), 0);
         // A rest forgets the quiet time.
-        assert_eq!(q.after_pass(t0 + 30_000 * US, false, 5000), 2500);
+        assert_eq!(q.after_pass(t0 + 30_000 * US, false, 1500), 1500);
         q.rested();
         assert_eq!(q.after_pass(t0 + 30_000 * US, false, 1000), 0);
+        // No longer than `LIMIT_US`, whatever `poll_max_nap` says.
+        assert_eq!(
+            q.after_pass(t0 + 60_000 * US, false, u32::MAX),
+            Quiet::LIMIT_US
+        );
     }
 
     #[test]

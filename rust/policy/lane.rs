@@ -28,6 +28,8 @@ pub struct PassSeen {
     /// The clock when the pass ended (`Ktime` ns), or 0 where no rule
     /// needed it: a pass that found work reads none.
     pub end_ns: u64,
+    /// Something waits for the lane (a wake-up, a stop): it must not nap.
+    pub asked: bool,
 }
 
 /// What the lane does after a pass.
@@ -66,15 +68,6 @@ impl LanePolicy {
 
     /// A pass ended at `now` having seen `seen`.
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
-        let nap = self
-            .quiet
-            .after_pass(seen.end_ns, seen.found || seen.paid, p.max_nap_us);
-        let pause = if nap != 0 {
-            // Its CPU is free during the nap, for whoever waits.
-            Pause::Nap(nap)
-        } else {
-            StepAside::after_pass(seen.paid, seen.found, seen.others_waiting)
-        };
         self.contention.after_pass(now, seen.others_waiting);
         self.kick_cost.after_pass(
             now,
@@ -83,11 +76,24 @@ impl LanePolicy {
             seen.others_waiting,
             p.max_kick_cost_us,
         );
-        AfterPass {
-            pause,
-            // With `poll_min_gain` 0 contention hands nothing back.
-            hand_back: (self.contended() && p.hands_back()).then_some(Exit::Contended),
-        }
+        // With `poll_min_gain` 0 contention hands nothing back.
+        let hand_back = (self.contended() && p.hands_back()).then_some(Exit::Contended);
+        // Not asked for anything and keeping its vqs: a quiet lane naps.
+        let max_nap_us = if seen.asked || hand_back.is_some() {
+            0
+        } else {
+            p.max_nap_us
+        };
+        let nap = self
+            .quiet
+            .after_pass(seen.end_ns, seen.found || seen.paid, max_nap_us);
+        let pause = if nap != 0 {
+            // Its CPU is free during the nap, for whoever waits.
+            Pause::Nap(nap)
+        } else {
+            StepAside::after_pass(seen.paid, seen.found, seen.others_waiting)
+        };
+        AfterPass { pause, hand_back }
     }
 
     /// The lane slept with nothing to poll: its CPU is measured afresh.
@@ -125,5 +131,76 @@ impl LanePolicy {
     /// virtqueues go back ([`Exit::Off`]) and the first lane stops it.
     pub fn retired(index: usize, p: &Params) -> bool {
         index >= p.lanes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::time::tests::j;
+    use super::*;
+
+    /// An empty pass that ended at `ms` milliseconds, others waiting.
+    fn empty_at(ms: u64, asked: bool) -> PassSeen {
+        PassSeen {
+            others_waiting: true,
+            end_ns: 1_000_000_000 + ms * 1_000_000,
+            asked,
+            ..PassSeen::default()
+        }
+    }
+
+    #[test]
+    fn a_quiet_lane_naps_unless_asked_or_handing_back() {
+        let p = Params::DEFAULT;
+        let mut l = LanePolicy::new();
+        // Quiet for less than a millisecond: yields to the others waiting.
+        assert_eq!(
+            l.after_pass(j(0), empty_at(0, false), &p).pause,
+            Pause::Yield
+        );
+        assert_eq!(
+            l.after_pass(j(0), empty_at(0, false), &p).pause,
+            Pause::Yield
+        );
+        // Quiet for 2 ms: naps a quarter of it, rather than yield.
+        let after = l.after_pass(j(0), empty_at(2, false), &p);
+        assert_eq!(after.pause, Pause::Nap(500));
+        assert_eq!(after.hand_back, None);
+        // Something waits for the lane: no nap.
+        assert_eq!(
+            l.after_pass(j(0), empty_at(3, true), &p).pause,
+            Pause::Yield
+        );
+        // A pass that queued a handler is work: quiet from scratch.
+        let paid = PassSeen {
+            paid: true,
+            found: true,
+            queued: 1,
+            ..PassSeen::default()
+        };
+        assert_eq!(l.after_pass(j(0), paid, &p).pause, Pause::None);
+        assert_eq!(
+            l.after_pass(j(0), empty_at(4, false), &p).pause,
+            Pause::Yield
+        );
+        assert_eq!(
+            l.after_pass(j(0), empty_at(8, false), &p).pause,
+            Pause::Nap(1000)
+        );
+        // Contended over a whole window: hands back, and does not nap.
+        let after = l.after_pass(j(Contention::JIFFIES), empty_at(20, false), &p);
+        assert_eq!(after.hand_back, Some(Exit::Contended));
+        assert_ne!(after.pause, Pause::Nap(1000));
+        // `poll_max_nap` 0: never.
+        let spin = Params {
+            max_nap_us: 0,
+            ..Params::DEFAULT
+        };
+        let mut l = LanePolicy::new();
+        l.after_pass(j(0), empty_at(0, false), &spin);
+        assert_eq!(
+            l.after_pass(j(0), empty_at(5, false), &spin).pause,
+            Pause::Yield
+        );
     }
 }
