@@ -6,6 +6,7 @@
  * notification and poll mode. Every test checks that every buffer was
  * used exactly once.
  */
+#include <ctype.h>
 #include <linux/membarrier.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -2455,9 +2456,30 @@ static int thread_on_0_owners_on_1(void)
 }
 
 #define WQ_CPUMASK	"/sys/devices/virtual/workqueue/cpumask"
+/*
+ * The mask wq_unbound_on() replaced, kept until it is put back: a test
+ * the harness kills for its timeout runs no teardown, and the next
+ * neighbour test's setup puts the mask back then.
+ */
+#define WQ_CPUMASK_SAVED	"/tmp/vhost_poll_test.wq_cpumask"
+
+/* Write @text to the file @path, made anew; 0 or -errno. */
+static int save_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fputs(text, f) < 0)
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
 
 /* The unbound workqueues' cpumask before wq_unbound_on(), or "". */
-static char wq_mask_saved[256];
+static char wq_mask_saved[4096];
 
 /*
  * Keep the unbound workqueues' workers on CPU @cpu, as an administrator
@@ -2476,6 +2498,8 @@ static int wq_unbound_on(int cpu)
 	n = read(fd, wq_mask_saved, sizeof(wq_mask_saved) - 1);
 	wq_mask_saved[n > 0 ? n : 0] = '\0';
 	snprintf(mask, sizeof(mask), "%x\n", 1u << cpu);
+	if (n > 0 && save_text(WQ_CPUMASK_SAVED, wq_mask_saved))
+		n = -1;
 	if (n <= 0 || pwrite(fd, mask, strlen(mask), 0) < 0) {
 		n = -errno;
 		wq_mask_saved[0] = '\0';
@@ -2490,12 +2514,24 @@ static void wq_unbound_restore(void)
 {
 	int fd;
 
-	if (!wq_mask_saved[0])
-		return;
+	if (!wq_mask_saved[0]) {
+		/* Left by a test killed before its teardown? */
+		FILE *f = fopen(WQ_CPUMASK_SAVED, "re");
+
+		if (!f)
+			return;
+		if (!fgets(wq_mask_saved, sizeof(wq_mask_saved), f))
+			wq_mask_saved[0] = '\0';
+		fclose(f);
+		if (!wq_mask_saved[0])
+			return;
+	}
 	fd = open(WQ_CPUMASK, O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		if (write(fd, wq_mask_saved, strlen(wq_mask_saved)) < 0)
 			perror(WQ_CPUMASK);
+		else
+			unlink(WQ_CPUMASK_SAVED);
 		close(fd);
 	}
 	wq_mask_saved[0] = '\0';
@@ -2517,7 +2553,8 @@ static long long cpu_busy_ms(int cpu)
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu", &n, &user, &nice,
+		if (!strncmp(line, "cpu", 3) && isdigit((unsigned char)line[3]) &&
+		    sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu", &n, &user, &nice,
 			   &sys, &idle, &iowait, &irq, &softirq) == 8 && n == cpu) {
 			ms = (user + nice + sys + irq + softirq) * 1000 / hz;
 			break;
@@ -2532,6 +2569,7 @@ FIXTURE(neighbour) {
 
 FIXTURE_SETUP(neighbour)
 {
+	wq_unbound_restore();
 	teardown_open(_metadata, VRING_TEST);
 }
 
@@ -2747,7 +2785,8 @@ static int cmp_ull(const void *a, const void *b)
 struct trickle {
 	/* The thread's share of one CPU, in per cent; the round trips (us). */
 	unsigned long long cpu_pct, p50_us, max_us;
-	unsigned long long naps, exits;
+	/* Naps, and exits from poll mode other than the watchdog's. */
+	unsigned long long naps, exits, stalls;
 };
 
 /*
@@ -2787,7 +2826,8 @@ static int trickle_run(struct vring_drv *d, int poller, struct trickle *t)
 	t->p50_us = lat[TRICKLE_N / 2];
 	t->max_us = lat[TRICKLE_N - 1];
 	t->naps = w1.naps - w0.naps;
-	t->exits = b.exits - a.exits;
+	t->stalls = b.stalls - a.stalls;
+	t->exits = b.exits - a.exits - t->stalls;
 	return 0;
 }
 
@@ -2823,6 +2863,8 @@ TEST_F(neighbour, quiet_rings_let_the_thread_nap)
 	       TRICKLE_GAP_MS, spin.cpu_pct, spin.p50_us, spin.max_us);
 	TH_LOG("napping: %llu%% of a CPU, p50 %llu us, max %llu us, %llu naps",
 	       nap.cpu_pct, nap.p50_us, nap.max_us, nap.naps);
+	/* A guest paused by its host (TCG) can trip the watchdog: not this rule. */
+	TH_LOG("watchdog stalls: %llu spinning, %llu napping", spin.stalls, nap.stalls);
 	/* Spinning took the CPU, or the case is not there. */
 	EXPECT_LE(50, spin.cpu_pct);
 	EXPECT_EQ(0, spin.naps);
@@ -2964,14 +3006,14 @@ static int big_tenant(int out)
  * is kept off its CPU by a SCHED_FIFO task; A's release completes
  * meanwhile, so the thread holds the last reference to A's address space.
  * When the spinner stops, the thread must be free again at once: it puts
- * the reference with mmput_async(), and A's memory is freed by a worker,
- * not by the thread that serves every owner's rings (with a plain
- * mmput() the thread tore down A's whole address space before it could
- * serve anyone).
+ * the reference with mmput_async_unbound(), and A's memory is freed by a
+ * worker, not by the thread that serves every owner's rings (with a
+ * plain mmput() the thread tore down A's whole address space before it
+ * could serve anyone).
  *
- * The thread's own run time after the spin is the measure: on the CPU it
- * may wait meanwhile for the worker that tears A down (mmput_async()
- * queues it on the thread's CPU), which is not the thread's doing.
+ * The thread's own run time after the spin is the measure: on its CPU
+ * it may wait meanwhile for other work, which is not the thread's
+ * doing.
  *
  * Nor does anyone else wait for A's teardown: an open() of another device
  * right after the spin (attach takes the table's lock, which the thread
@@ -2982,9 +3024,11 @@ static int big_tenant(int out)
  * Nor does the teardown run on the thread's CPU when the unbound
  * workqueues are kept off it, as on a dedicated core: the thread puts
  * its reference with mmput_async_unbound(). The thread's CPU is busy,
- * beside the thread itself, for no more than the bound in the half
- * second after the spin (with mmput_async(), whose worker is the CPU's
- * own, it tore A down there).
+ * beside the thread itself, for 30 ms at most in the half second after
+ * the spin (with mmput_async(), whose worker is the CPU's own, A was torn
+ * down there: 80 and 130 ms in two runs of three). The window opens as
+ * the spinner ends, so a teardown that began before it was counted only
+ * in part: the bound holds on what is left of it.
  */
 TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 {
@@ -3040,7 +3084,10 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 	/* Half a second for A's teardown, wherever it runs. */
 	vp_sleep_ms(500 - (free_ms < 500 ? free_ms : 500));
 	ran_ms = (vp_task_runtime_ns(poller) - ran0) / 1000000;
-	others_ms = cpu_busy_ms(0) - busy0 - ran_ms;
+	others_ms = cpu_busy_ms(0);
+	ASSERT_LE(0, busy0);
+	ASSERT_LE(0, others_ms);
+	others_ms -= busy0 + ran_ms;
 	wq_unbound_restore();
 	/* B streams until it is polled, and 50 ms more. */
 	while ((t = vp_now_ms()) - t0 < 50 + (polled_ms ? polled_ms : STALL_MS)) {
@@ -3062,7 +3109,8 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 	       polled_ms, others_ms);
 	EXPECT_LE(0, ran0);
 	EXPECT_GE((long long)bound_ms, ran_ms);
-	EXPECT_GE((long long)bound_ms, others_ms);
+	/* CPU time, which a slow machine does not stretch: not scaled. */
+	EXPECT_GE(30, others_ms);
 	EXPECT_GE(bound_ms, open_ms);
 	EXPECT_GE(bound_ms, worst);
 	EXPECT_LT(0, polled_ms);
@@ -3272,7 +3320,13 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 	ns0 = own_worker_ns();
 	ASSERT_LE(0, ns0);
 	ASSERT_EQ(0, rx_stream(&self->d, self->s, &self->to, frames, gap_us, &sent));
-	notify_ns = own_worker_ns() - ns0;
+	notify_ns = own_worker_ns();
+	ASSERT_LE(0, notify_ns);
+	notify_ns -= ns0;
+	/* Unpolled throughout: the frames do not kick. */
+	ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &c, &polled));
+	ASSERT_EQ(0, polled);
+	ASSERT_EQ(a.enters, c.enters);
 	for (try = 1; try <= 3; try++) {
 		ASSERT_EQ(0, rx_poll(&self->d));
 		/* A second with no frame. */
@@ -3282,7 +3336,10 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 		/* 400 frames in a second, the ring refilled as they are used. */
 		ns0 = own_worker_ns();
 		ASSERT_EQ(0, rx_stream(&self->d, self->s, &self->to, frames, gap_us, &sent));
-		poll_ns = own_worker_ns() - ns0;
+		poll_ns = own_worker_ns();
+		ASSERT_LE(0, ns0);
+		ASSERT_LE(0, poll_ns);
+		poll_ns -= ns0;
 		ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &c, NULL));
 		TH_LOG("no frame for 1 s: the poller queued the handler %llu times, %llu empty",
 		       b.queued - a.queued, b.empty_polls - a.empty_polls);
@@ -3567,18 +3624,19 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 		 * measured 83 us right after the closes, against 14 alone.
 		 */
 		for (retry = 0; phase && retry < 2 && !rr_within(p50, passes, phase); retry++) {
-			unsigned long long q50, q99, qpasses;
+			unsigned long long o50 = p50[phase], o99 = p99[phase];
+			unsigned long long opasses = passes[phase];
 
 			vp_sleep_ms(100);
-			ASSERT_EQ(0, rr_run(&d, &q50, &q99, &qpasses));
+			ASSERT_EQ(0, rr_run(&d, &p50[phase], &p99[phase], &passes[phase]));
 			TH_LOG("%s: p50 %llu us, %llu passes a second; again: %llu us, %llu",
-			       phase_name[phase], p50[phase], passes[phase], q50, qpasses);
-			if (q50 < p50[phase]) {
-				p50[phase] = q50;
-				p99[phase] = q99;
+			       phase_name[phase], o50, opasses, p50[phase], passes[phase]);
+			/* Whole runs: the new one, unless out of bound and slower. */
+			if (!rr_within(p50, passes, phase) && o50 < p50[phase]) {
+				p50[phase] = o50;
+				p99[phase] = o99;
+				passes[phase] = opasses;
 			}
-			if (qpasses > passes[phase])
-				passes[phase] = qpasses;
 		}
 		if (phase == 1) {
 			t0 = vp_now_ms();
