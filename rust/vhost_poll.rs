@@ -80,7 +80,7 @@ module! {
             description: "Most CPU (us) per kick saved while others want the CPU (0 = no limit)",
         },
         poll_max_nap: u32 {
-            default: 1000,
+            default: 0,
             permissions: 0o644,
             description: "Longest sleep (us) between passes once the rings are quiet (0 = spin)",
         },

@@ -151,7 +151,10 @@ mod tests {
 
     #[test]
     fn a_quiet_lane_naps_unless_asked_or_handing_back() {
-        let p = Params::DEFAULT;
+        let p = Params {
+            max_nap_us: 1000,
+            ..Params::DEFAULT
+        };
         let mut l = LanePolicy::new();
         // Quiet for less than a millisecond: yields to the others waiting.
         assert_eq!(
@@ -191,11 +194,8 @@ mod tests {
         let after = l.after_pass(j(Contention::JIFFIES), empty_at(20, false), &p);
         assert_eq!(after.hand_back, Some(Exit::Contended));
         assert_ne!(after.pause, Pause::Nap(1000));
-        // `poll_max_nap` 0: never.
-        let spin = Params {
-            max_nap_us: 0,
-            ..Params::DEFAULT
-        };
+        // `poll_max_nap` 0, the default: never.
+        let spin = Params::DEFAULT;
         let mut l = LanePolicy::new();
         l.after_pass(j(0), empty_at(0, false), &spin);
         assert_eq!(

@@ -35,7 +35,7 @@ impl Params {
         min_gain: 16,
         threads: 1,
         max_kick_cost_us: 0,
-        max_nap_us: 1000,
+        max_nap_us: 0,
     };
 
     /// Whether virtqueues may be polled at all.

@@ -53,7 +53,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_min_gain", "16\n");
 	EXPECT_PARAM("poll_threads", "1\n");
 	EXPECT_PARAM("poll_max_kick_cost", "0\n");
-	EXPECT_PARAM("poll_max_nap", "1000\n");
+	EXPECT_PARAM("poll_max_nap", "0\n");
 	EXPECT_PARAM("poll_cpus", "\n");
 }
 

@@ -2836,8 +2836,8 @@ static int trickle_run(struct vring_drv *d, int poller, struct trickle *t)
  * thread spinning between buffers: nearly a CPU for a round trip nobody
  * waits on. Once the rings have been quiet for a millisecond the thread
  * naps between passes (a quarter of the quiet time, poll_max_nap at
- * most): with the default (1000 us) it uses less than half the CPU it
- * spins with (poll_max_nap=0), the vq stays polled (its kicks stay
+ * most): with poll_max_nap=1000 it uses less than half the CPU it
+ * spins with (0, the default), the vq stays polled (its kicks stay
  * saved), and a buffer's round trip grows by a nap at most. On one CPU
  * (UML) an empty pass already sleeps, so the case is not there.
  */
