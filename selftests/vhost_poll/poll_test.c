@@ -2859,8 +2859,9 @@ TEST_F(neighbour, quiet_rings_let_the_thread_nap)
 	ASSERT_EQ(0, trickle_run(&d, w.pid, &spin));
 	ASSERT_EQ(0, vp_param_set("poll_max_nap", 1000));
 	ASSERT_EQ(0, trickle_run(&d, w.pid, &nap));
-	TH_LOG("a buffer every %d ms: spinning, the thread %llu%% of a CPU, round trip p50 %llu us, max %llu us",
-	       TRICKLE_GAP_MS, spin.cpu_pct, spin.p50_us, spin.max_us);
+	TH_LOG("a buffer every %d ms: spinning, the thread %llu%% of a CPU,",
+	       TRICKLE_GAP_MS, spin.cpu_pct);
+	TH_LOG("round trip p50 %llu us, max %llu us", spin.p50_us, spin.max_us);
 	TH_LOG("napping: %llu%% of a CPU, p50 %llu us, max %llu us, %llu naps",
 	       nap.cpu_pct, nap.p50_us, nap.max_us, nap.naps);
 	/* A guest paused by its host (TCG) can trip the watchdog: not this rule. */

@@ -443,7 +443,8 @@ static inline int vp_workers(struct vp_worker *w, int max)
 	}
 	while (n < max && fgets(line, sizeof(line), f)) {
 		memset(&w[n], 0, sizeof(w[n]));
-		if (sscanf(line, "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu %llu %llu",
+		if (sscanf(line,
+			   "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
 			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].asides,
 			   &aside_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
