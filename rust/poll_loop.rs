@@ -133,11 +133,10 @@ impl LaneLoop<'_> {
         }
         let p = crate::params::now();
         let wanted = p.lanes();
-        if self.helpers.is_some() {
-            if wanted != self.running || !self.settled || self.reap_due() {
-                if let Some(helpers) = self.helpers.as_deref_mut() {
-                    self.settled = resize(self.shared, helpers, &p, wanted != self.running);
-                }
+        let due = self.reap_due();
+        if let Some(helpers) = self.helpers.as_deref_mut() {
+            if wanted != self.running || !self.settled || due {
+                self.settled = resize(self.shared, helpers, &p, wanted != self.running);
                 self.running = wanted;
             }
         } else if LanePolicy::retired(self.lane.index, &p) {
@@ -248,9 +247,11 @@ impl Stepper for LaneLoop<'_> {
                     self.sleep();
                     return Step::Again;
                 }
-                if kthread::should_stop() || self.lane.retiring() {
+                if kthread::should_stop() {
                     return Step::Done;
                 }
+                // A lane asked to retire, or that sees itself retired
+                // there, hands back and returns (`run`).
                 let polled = self.between_passes();
                 if self.lane.retiring() {
                     return Step::Done;
@@ -415,9 +416,10 @@ fn stop_all(shared: &Arc<Shared>, helpers: &mut Helpers) {
 /// meanwhile), and its thread is stopped once it says it finished, which
 /// wakes the first lane, the caller, holding no lock. (`kthread_stop()`
 /// then waits for the thread's last steps, from `finish` to its exit: a
-/// thread preempted just there for long would still hold it up.) A thread kept off its CPU
-/// (a real-time task there) thus holds up neither the first lane's
-/// requests nor its passes, and its vqs are the watchdog's meanwhile.
+/// thread preempted just there for long would still hold it up.) A
+/// thread kept off its CPU (a real-time task there) thus holds up
+/// neither the first lane's requests nor its passes, and its vqs are the
+/// watchdog's meanwhile.
 /// New threads are started only when `changed` (`poll_threads` was
 /// written) or a lane was just stopped: a start that failed waits for
 /// the next write.

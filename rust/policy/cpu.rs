@@ -133,10 +133,11 @@ impl Contention {
 /// requests come closer than [`Quiet::AFTER_US`] apart never has its lane
 /// nap; notifications stay off during a nap, which saves the kicks a
 /// spin would. At 1 ms (0, no nap, is the default) `poll_max_nap` is
-/// below vhost's watchdog bound (4 jiffies: 4 ms at `HZ=1000`, 16 ms at 250; a visit
-/// is dated to the jiffy, so the bound may be a jiffy shorter), and no
-/// nap is longer than [`Quiet::LIMIT_US`] whatever it is set to. A nap
-/// is not cut short: a start request or a stop waits for its end.
+/// below vhost's watchdog bound (4 jiffies: 4 ms at `HZ=1000`, 16 ms at
+/// 250; a visit is dated to the jiffy, so the bound may be a jiffy
+/// shorter), and no nap is longer than [`Quiet::LIMIT_US`] whatever it
+/// is set to. A nap is not cut short: a start request or a stop waits
+/// for its end.
 #[derive(Debug, Default)]
 pub(super) struct Quiet {
     /// When the first pass that found no work since the last that did

@@ -36,20 +36,27 @@
 
 #define TRACEFS		"/sys/kernel/tracing/"
 
+/* Write @text to the file @path in one write(), made if missing; 0 or -errno. */
+static int write_text(const char *path, const char *text)
+{
+	int fd, ret = 0;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, strlen(text)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
 /* Write @val to tracefs file @name; 0 or -errno. */
 static int tracefs_write(const char *name, const char *val)
 {
 	char path[128];
-	int fd, ret = 0;
 
 	snprintf(path, sizeof(path), TRACEFS "%s", name);
-	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
+	return write_text(path, val);
 }
 
 /* How many lines of the trace buffer contain both @a and @b. */
@@ -2463,21 +2470,6 @@ static int thread_on_0_owners_on_1(void)
  */
 #define WQ_CPUMASK_SAVED	"/tmp/vhost_poll_test.wq_cpumask"
 
-/* Write @text to the file @path, made anew; 0 or -errno. */
-static int save_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "we");
-	int ret = 0;
-
-	if (!f)
-		return -errno;
-	if (fputs(text, f) < 0)
-		ret = -EIO;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /* The unbound workqueues' cpumask before wq_unbound_on(), or "". */
 static char wq_mask_saved[4096];
 
@@ -2498,7 +2490,7 @@ static int wq_unbound_on(int cpu)
 	n = read(fd, wq_mask_saved, sizeof(wq_mask_saved) - 1);
 	wq_mask_saved[n > 0 ? n : 0] = '\0';
 	snprintf(mask, sizeof(mask), "%x\n", 1u << cpu);
-	if (n > 0 && save_text(WQ_CPUMASK_SAVED, wq_mask_saved))
+	if (n > 0 && write_text(WQ_CPUMASK_SAVED, wq_mask_saved))
 		n = -1;
 	if (n <= 0 || pwrite(fd, mask, strlen(mask), 0) < 0) {
 		n = -errno;
@@ -2512,7 +2504,7 @@ static int wq_unbound_on(int cpu)
 
 static void wq_unbound_restore(void)
 {
-	int fd;
+	int ret;
 
 	if (!wq_mask_saved[0]) {
 		/* Left by a test killed before its teardown? */
@@ -2526,14 +2518,11 @@ static void wq_unbound_restore(void)
 		if (!wq_mask_saved[0])
 			return;
 	}
-	fd = open(WQ_CPUMASK, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (write(fd, wq_mask_saved, strlen(wq_mask_saved)) < 0)
-			perror(WQ_CPUMASK);
-		else
-			unlink(WQ_CPUMASK_SAVED);
-		close(fd);
-	}
+	ret = write_text(WQ_CPUMASK, wq_mask_saved);
+	if (ret)
+		fprintf(stderr, "%s: %s\n", WQ_CPUMASK, strerror(-ret));
+	else
+		unlink(WQ_CPUMASK_SAVED);
 	wq_mask_saved[0] = '\0';
 }
 
