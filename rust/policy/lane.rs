@@ -67,8 +67,20 @@ impl LanePolicy {
     }
 
     /// A pass ended at `now` having seen `seen`.
+    ///
+    /// A pass followed by a nap does not count as one the others waited
+    /// for ([`Contention`]): for the nap, the lane's CPU is theirs. A
+    /// napping lane takes a few per cent of a CPU (`naps` and `nap_us` in
+    /// the `worker` file), and handing its virtqueues back for the tasks
+    /// that wait at the end of a nap would only bring their kicks back.
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
-        self.contention.after_pass(now, seen.others_waiting);
+        // Not asked for anything: a quiet lane naps.
+        let max_nap_us = if seen.asked { 0 } else { p.max_nap_us };
+        let nap = self
+            .quiet
+            .after_pass(seen.end_ns, seen.found || seen.paid, max_nap_us);
+        self.contention
+            .after_pass(now, seen.others_waiting && nap == 0);
         self.kick_cost.after_pass(
             now,
             seen.ns,
@@ -78,16 +90,7 @@ impl LanePolicy {
         );
         // With `poll_min_gain` 0 contention hands nothing back.
         let hand_back = (self.contended() && p.hands_back()).then_some(Exit::Contended);
-        // Not asked for anything and keeping its vqs: a quiet lane naps.
-        let max_nap_us = if seen.asked || hand_back.is_some() {
-            0
-        } else {
-            p.max_nap_us
-        };
-        let nap = self
-            .quiet
-            .after_pass(seen.end_ns, seen.found || seen.paid, max_nap_us);
-        let pause = if nap != 0 {
+        let pause = if nap != 0 && hand_back.is_none() {
             // Its CPU is free during the nap, for whoever waits.
             Pause::Nap(nap)
         } else {
@@ -194,13 +197,41 @@ mod tests {
         let after = l.after_pass(j(Contention::JIFFIES), empty_at(20, false), &p);
         assert_eq!(after.hand_back, Some(Exit::Contended));
         assert_ne!(after.pause, Pause::Nap(1000));
-        // `poll_max_nap` 0, the default: never.
-        let spin = Params::DEFAULT;
+        // `poll_max_nap` 0: never.
+        let spin = Params {
+            max_nap_us: 0,
+            ..Params::DEFAULT
+        };
         let mut l = LanePolicy::new();
         l.after_pass(j(0), empty_at(0, false), &spin);
         assert_eq!(
             l.after_pass(j(0), empty_at(5, false), &spin).pause,
             Pause::Yield
         );
+    }
+
+    #[test]
+    fn a_napping_lane_leaves_its_cpu_to_the_others() {
+        // Quiet rings, others waiting at the end of every pass, over
+        // three contention windows: passes 1 ms apart.
+        let run = |max_nap_us| {
+            let p = Params {
+                max_nap_us,
+                ..Params::DEFAULT
+            };
+            let mut l = LanePolicy::new();
+            let mut handed_back = false;
+            for ms in 0..40u64 {
+                let now = j((ms / 4) as usize);
+                let after = l.after_pass(now, empty_at(ms, false), &p);
+                handed_back |= after.hand_back.is_some();
+            }
+            (handed_back, l.contended())
+        };
+        // Spinning, it competes for the CPU: contention hands back.
+        assert_eq!(run(0), (true, true));
+        // Napping after its first millisecond of quiet: the CPU is the
+        // others' for the nap, so the passes do not count as waited for.
+        assert_eq!(run(1000), (false, false));
     }
 }

@@ -2868,6 +2868,72 @@ TEST_F(neighbour, quiet_rings_let_the_thread_nap)
 	vring_close(&d);
 }
 
+/* A task that wants CPU 0 all the time, at the normal priority; its pid. */
+static pid_t hog_start(void)
+{
+	pid_t pid = fork();
+
+	if (pid)
+		return pid;
+	if (pin_to(0, 0))
+		_exit(2);
+	for (;;)
+		;
+}
+
+/*
+ * A napping thread still gives way to a task that wants its CPU all the
+ * time. The passes after which it naps leave the CPU to that task, and
+ * the contention rule does not count them as passes the task waited for
+ * (LanePolicy::after_pass); the passes that found a buffer, and those
+ * that yielded right after, it still counts, and at a buffer every
+ * 5 ms they are half of a window's passes or more: the thread hands
+ * the vq back (trace reason contended, where the kernel traces; not the
+ * watchdog), and the owner's worker, on the other CPU, serves it by
+ * kicks. The rule needs poll_min_gain (the default).
+ */
+TEST_F(neighbour, napping_thread_gives_way_to_a_busy_task)
+{
+	struct vp_worker w, w0, w1;
+	struct trickle nap;
+	struct vring_drv d;
+	char owner[32];
+	int traced;
+	pid_t hog;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: on one (UML) an empty pass already sleeps");
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
+	ASSERT_EQ(0, vp_worker(&w));
+	if (vp_task_runtime_ns(w.pid) < 0)
+		SKIP(return, "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time");
+	ASSERT_EQ(0, vp_param_set("poll_min_gain", 16));
+	ASSERT_EQ(0, vp_param_set("poll_max_nap", 1000));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	traced = trace_poller_on();
+	ASSERT_LE(0, traced);
+	hog = hog_start();
+	ASSERT_LT(0, hog);
+	ASSERT_EQ(0, vp_worker(&w0));
+	ASSERT_EQ(0, trickle_run(&d, w.pid, &nap));
+	ASSERT_EQ(0, vp_worker(&w1));
+	nibbler_stop(hog);
+	if (traced)
+		ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "0"));
+	snprintf(owner, sizeof(owner), "owner=%d ", getpid());
+	TH_LOG("a buffer every %d ms next to a busy task: %llu exits (%d contended), %llu stalls,",
+	       TRICKLE_GAP_MS, nap.exits, traced ? trace_lines(owner, "reason=contended") : -1,
+	       nap.stalls);
+	TH_LOG("the thread %llu%% of a CPU, %llu passes, %llu yields, %llu naps",
+	       nap.cpu_pct, w1.passes - w0.passes, w1.asides - w0.asides, nap.naps);
+	EXPECT_LT(0, nap.exits);
+	if (traced)
+		EXPECT_LE(1, trace_lines(owner, "reason=contended"));
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
 /*
  * A lower poll_threads takes effect within the watchdog's bound whether
  * or not the thread it retires runs: with two threads, on CPUs 0 and 1,

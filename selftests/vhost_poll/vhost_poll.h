@@ -688,11 +688,13 @@ static inline int vp_load_vhost_test(void)
 
 /*
  * Parameters that keep poll mode as most tests assume it: the idle window
- * fixed at poll_stop_idle (poll_stop_idle_max), and a streaming vq kept
- * polled however few kicks that saves (poll_min_gain). The window's moves
- * and the hand-back for want of gain have tests of their own.
+ * fixed at poll_stop_idle (poll_stop_idle_max), a streaming vq kept
+ * polled however few kicks that saves (poll_min_gain), and a thread that
+ * spins between passes however quiet its rings (poll_max_nap). The
+ * window's moves, the hand-back for want of gain and the nap have tests
+ * of their own.
  */
-#define VP_STEADY " poll_stop_idle_max=2 poll_min_gain=0"
+#define VP_STEADY " poll_stop_idle_max=2 poll_min_gain=0 poll_max_nap=0"
 
 /* What a test program needs besides vhost_poll.ko, for vp_cannot_run_here(). */
 #define VP_NEEDS_DEBUGFS	0x1	/* the counters under VP_DEBUGFS */
