@@ -65,8 +65,10 @@ REGIMES = ("shared", "core", "io")
 DEFAULT_REGIMES = ("shared", "core")
 # The probes between repetitions (--probes): the thread going to sleep
 # after the load, one busy device among idle polled ones, an empty
-# visit's cost, one and two lanes side by side, and the hook's cost.
-PROBES = ("idle", "crowd", "visit", "lanes", "hook", "nap")
+# visit's cost, one and two lanes side by side, one polled rr device
+# with and without OWNERLESS idle ownerless devices open, and the hook's
+# cost.
+PROBES = ("idle", "crowd", "visit", "lanes", "ownerless", "hook", "nap")
 # Only on request: 256 idle owners with nothing polled (poll_start_rate
 # 0), the visit probe's 256-owner cell without polling, to tell whether
 # the guest's RCU stalls after it come from polling (benchmarks.rst).
@@ -77,6 +79,12 @@ EXTRA_PROBES = ("unpolled",)
 # probe, benchmarks.rst); there the many-owner cell has TCG_OWNERS.
 MANY_VQS = 256
 TCG_OWNERS = 64
+# Idle devices the ownerless probe holds open with no owner (anyone who
+# may open /dev/vhost-test can), and the threads that close them: each
+# close waits for a grace period, and closes at once share them.
+OWNERLESS = 1024
+OWNERLESS_CLOSERS = 32
+OWNERLESS_PAIRS = 3
 # Idle polled vqs the lanes probe shares between its lanes.
 LANES_VQS = 32
 # The regimes that give the polling threads the last vCPU (poll_cpus):
@@ -418,6 +426,38 @@ def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
     return rec
 
 
+def open_ownerless(n):
+    """@n file descriptors of /dev/vhost-test, opened and left without an
+    owner (no VHOST_SET_OWNER): vhost-poll knows each device from its
+    open()."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 256
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (want, hard if hard == resource.RLIM_INFINITY else max(hard, want)))
+    fds = []
+    try:
+        for _ in range(n):
+            fds.append(os.open("/dev/vhost-test", os.O_RDWR | os.O_CLOEXEC))
+    except OSError:
+        close_all(fds)
+        raise
+    return fds
+
+
+def close_all(fds):
+    """Close @fds, OWNERLESS_CLOSERS at a time: each close of a vhost
+    device waits for a grace period, and closes at once share them."""
+    parts = [fds[i::OWNERLESS_CLOSERS] for i in range(OWNERLESS_CLOSERS)]
+    threads = [threading.Thread(target=lambda p=p: [os.close(fd) for fd in p])
+               for p in parts if p]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def rotated(modes, gi, rep):
     """The modes of cell group @gi in repetition @rep: back to back, in an
     order that rotates from group to group and from repetition to
@@ -540,7 +580,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "probes": list(probes)},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
            "nap": [],
-           "lanes": [], "unpolled": []}
+           "lanes": [], "ownerless": [], "unpolled": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # Warm up first, discarded: under TCG the first run of each code path
@@ -630,6 +670,23 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
             run_cell(raw, "lanes", {"threads": threads, "rep": rep},
                      [idle + ["-n", str(LANES_VQS - 1)]], limit + LANES_VQS / 4, LANES_VQS)
         set_param("poll_threads", 1)
+        # A pass costs the polled vqs only (issue 19, point 4): one polled
+        # request/response device alone, and with OWNERLESS idle devices
+        # open that nobody owns, in an order that alternates from one
+        # repetition to the next.
+        # Pairs of runs back to back, each pair a ratio: this machine's
+        # speed drifts between runs further than the bound.
+        for pair in range(OWNERLESS_PAIRS if "ownerless" in probes else 0):
+            log(f"rep {rep + 1}/{reps} ownerless: rr x1 without and with {OWNERLESS} "
+                f"idle devices open, pair {pair + 1}/{OWNERLESS_PAIRS}")
+            for with_idle in (False, True) if (rep + pair) % 2 == 0 else (True, False):
+                fds = open_ownerless(OWNERLESS) if with_idle else []
+                try:
+                    run_cell(raw, "ownerless", {"idle_devs": len(fds), "rep": rep,
+                                                "pair": pair},
+                             [cell_args("test", "rr", 1, "poll", warm, dur)], limit, 1)
+                finally:
+                    close_all(fds)
         if "unpolled" in probes:
             log(f"rep {rep + 1}/{reps} unpolled: 256 idle owners, poll_start_rate 0")
             with open(PARAMS + "poll_start_rate") as f:
@@ -1233,6 +1290,30 @@ def summarise(raw, env, accel):
                        for c in raw["lanes"]
                        if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")],
         }
+    if raw.get("ownerless"):
+        # Per pair, the rr p50 with the idle devices over the one without;
+        # the polling thread's passes a second in each (none: not polled).
+        by_pair = {}
+        for c in raw["ownerless"]:
+            d = (c.get("drivers") or [{}])[0]
+            if "error" in c or not d.get("lat_p50_us"):
+                continue
+            by_pair.setdefault((c["rep"], c.get("pair", 0)), {})[c["idle_devs"] > 0] = (
+                d["lat_p50_us"], None,
+                c["worker"].get("passes", 0) / d["seconds"] if d.get("seconds") else 0)
+        pairs = [v for v in by_pair.values() if True in v and False in v]
+        probes["ownerless"] = {
+            "idle_devs": OWNERLESS,
+            "alone_p50_us": median(v[False][0] for v in pairs) if pairs else None,
+            "with_p50_us": median(v[True][0] for v in pairs) if pairs else None,
+            "ratios": [v[True][0] / v[False][0] for v in pairs],
+            "ratio": median(v[True][0] / v[False][0] for v in pairs) if pairs else None,
+            "passes_ratio": median(v[True][2] / v[False][2] for v in pairs
+                                   if v[True][2] and v[False][2]) if pairs else None,
+            "min_passes_per_s": min((min(v[True][2], v[False][2]) for v in pairs), default=0),
+            "reps": len(pairs),
+            "errors": [c["error"] for c in raw["ownerless"] if "error" in c],
+        }
     if raw.get("unpolled"):
         probes["unpolled"] = [{"rep": c["rep"], "seconds": c.get("seconds", 0),
                                "error": c.get("error")} for c in raw["unpolled"]]
@@ -1441,6 +1522,12 @@ def targets(cells, probes):
     ob = probes.get("one_busy")
     add(f"one busy among {ob['ndev'] if ob else 16} polled >= 0.8 of alone",
         [ob["ratio"] if ob else None], lambda v: (f"{v[0]:.2f}", v[0] >= 0.8))
+    ow = probes.get("ownerless")
+    add(f"rr x1 with {OWNERLESS} idle ownerless devices: p50 <= 1.1x alone",
+        [ow["ratio"] if ow else None],
+        lambda v: (f"x{v[0]:.2f} (median of {ow['reps']} pairs, from "
+                   f"{min(ow['ratios']):.2f} to {max(ow['ratios']):.2f})", v[0] <= 1.1),
+        ran=bool(ow))
     # The nested guests (issue 11, point 6): kicks as the guest's
     # virtio-net counts them, the same counter in every mode.
     is_guest = lambda c: c["device"] == "guest"  # noqa: E731
@@ -1697,6 +1784,13 @@ def probe_lines(probes, cells=()):
                    + (f"; two over one x{fmt(ln['ratio'])}" if ln["ratio"] else ""))
         for e in ln["errors"]:
             out.append(f"lanes not measured: {e}")
+    ow = probes.get("ownerless")
+    if ow:
+        out.append(f"ownerless: one polled rr device, p50 {fmt(ow['alone_p50_us'])} us alone, "
+                   f"{fmt(ow['with_p50_us'])} us with {ow['idle_devs']} idle ownerless devices "
+                   f"open (x{fmt(ow['ratio'])}, median of {ow['reps']} pairs; passes a second "
+                   f"x{fmt(ow['passes_ratio'])}, {fmt(ow['min_passes_per_s'])} at least)"
+                   + "".join(f"; {e}" for e in ow["errors"]))
     for c in probes.get("unpolled", []):
         out.append(f"unpolled: 256 idle owners, nothing polled, rep {c['rep'] + 1}: "
                    f"{c['seconds']:.1f} s" + (f" ({c['error']})" if c.get("error") else ""))
@@ -1894,6 +1988,11 @@ def check(out_dir):
                (per.get("2") or per.get(2) or {}).get("threads_seen") == 2,
                "lanes probe: one and two polling threads each measured empty visits, "
                "two threads ran")
+        ow = res["probes"].get("ownerless")
+        ok("ownerless" not in ran or ow and ow["reps"] > 0 and ow["ratio"] and ow["ratio"] > 0
+           and ow["min_passes_per_s"] > 0 and not ow["errors"],
+           "ownerless probe: the rr device polled with and without the idle devices "
+           "(the thread made passes), every pair measured")
         nap = res["probes"].get("nap")
         ok("nap" not in ran or nap and not nap["errors"] and
            len(nap["naps"]) == len(NAPS_NS) and
