@@ -70,9 +70,12 @@ impl LanePolicy {
     ///
     /// A pass followed by a nap does not count as one the others waited
     /// for ([`Contention`]): for the nap, the lane's CPU is theirs. A
-    /// napping lane takes a few per cent of a CPU (`naps` and `nap_us` in
-    /// the `worker` file), and handing its virtqueues back for the tasks
-    /// that wait at the end of a nap would only bring their kicks back.
+    /// lane that naps through its quiet stretches spends a fraction of
+    /// the CPU it spins with (`naps` and `nap_us` in the `worker` file),
+    /// and handing its virtqueues back for the tasks that wait at the end
+    /// of a nap would only bring their kicks back. The passes that found
+    /// work, or that it does not nap after, count as before; so does
+    /// every pass for `poll_max_kick_cost`, which weighs the lane's time.
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
         // Not asked for anything: a quiet lane naps.
         let max_nap_us = if seen.asked { 0 } else { p.max_nap_us };
@@ -233,5 +236,29 @@ mod tests {
         // Napping after its first millisecond of quiet: the CPU is the
         // others' for the nap, so the passes do not count as waited for.
         assert_eq!(run(1000), (false, false));
+        // A napping lane whose window is mostly passes that found work
+        // or yielded, others waiting, is still contended.
+        let p = Params {
+            max_nap_us: 1000,
+            ..Params::DEFAULT
+        };
+        let mut l = LanePolicy::new();
+        let found = PassSeen {
+            found: true,
+            others_waiting: true,
+            ..PassSeen::default()
+        };
+        let mut handed_back = false;
+        for i in 0..12u64 {
+            let now = j((i / 4) as usize);
+            // A buffer, then a yield, then a nap: two in three waited.
+            let after = match i % 3 {
+                0 => l.after_pass(now, found, &p),
+                1 => l.after_pass(now, empty_at(10 * i, false), &p),
+                _ => l.after_pass(now, empty_at(10 * i + 2, false), &p),
+            };
+            handed_back |= after.hand_back == Some(Exit::Contended);
+        }
+        assert!(handed_back);
     }
 }
