@@ -145,6 +145,14 @@ mod tests {
     use super::super::time::tests::j;
     use super::*;
 
+    /// The default parameters, with naps of at most `max_nap_us`.
+    fn napping(max_nap_us: u32) -> Params {
+        Params {
+            max_nap_us,
+            ..Params::DEFAULT
+        }
+    }
+
     /// An empty pass that ended at `ms` milliseconds, others waiting.
     fn empty_at(ms: u64, asked: bool) -> PassSeen {
         PassSeen {
@@ -157,10 +165,7 @@ mod tests {
 
     #[test]
     fn a_quiet_lane_naps_unless_asked_or_handing_back() {
-        let p = Params {
-            max_nap_us: 1000,
-            ..Params::DEFAULT
-        };
+        let p = napping(1000);
         let mut l = LanePolicy::new();
         // Quiet for less than a millisecond: yields to the others waiting.
         assert_eq!(
@@ -201,10 +206,7 @@ mod tests {
         assert_eq!(after.hand_back, Some(Exit::Contended));
         assert_ne!(after.pause, Pause::Nap(1000));
         // `poll_max_nap` 0: never.
-        let spin = Params {
-            max_nap_us: 0,
-            ..Params::DEFAULT
-        };
+        let spin = napping(0);
         let mut l = LanePolicy::new();
         l.after_pass(j(0), empty_at(0, false), &spin);
         assert_eq!(
@@ -218,10 +220,7 @@ mod tests {
         // Quiet rings, others waiting at the end of every pass, over
         // three contention windows: passes 1 ms apart.
         let run = |max_nap_us| {
-            let p = Params {
-                max_nap_us,
-                ..Params::DEFAULT
-            };
+            let p = napping(max_nap_us);
             let mut l = LanePolicy::new();
             let mut handed_back = false;
             for ms in 0..40u64 {
@@ -238,10 +237,7 @@ mod tests {
         assert_eq!(run(1000), (false, false));
         // A napping lane whose window is mostly passes that found work
         // or yielded, others waiting, is still contended.
-        let p = Params {
-            max_nap_us: 1000,
-            ..Params::DEFAULT
-        };
+        let p = napping(1000);
         let mut l = LanePolicy::new();
         let found = PassSeen {
             found: true,

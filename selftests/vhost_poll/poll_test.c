@@ -2462,6 +2462,25 @@ static int thread_on_0_owners_on_1(void)
 	return ret ? ret : pin_to(0, 1);
 }
 
+/*
+ * The neighbour tests' placement for one that reads the polling thread's
+ * run time, the thread's row in *@w: NULL, or why the test cannot run
+ * here (@one_cpu, its reason to need two CPUs), with *@ret 0; or NULL
+ * with a failed step's -errno in *@ret.
+ */
+static const char *timed_thread_on_0(const char *one_cpu, struct vp_worker *w, int *ret)
+{
+	*ret = 0;
+	if (vp_ncpus() < 2)
+		return one_cpu;
+	*ret = thread_on_0_owners_on_1();
+	if (!*ret)
+		*ret = vp_worker(w);
+	if (!*ret && vp_task_runtime_ns(w->pid) < 0)
+		return "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time";
+	return NULL;
+}
+
 #define WQ_CPUMASK	"/sys/devices/virtual/workqueue/cpumask"
 /*
  * The mask wq_unbound_on() replaced, kept until it is put back: a test
@@ -2661,21 +2680,49 @@ TEST_F(neighbour, rate_zero_while_the_thread_is_starved)
 	vring_close(&d);
 }
 
+/* Kill @pid, a task cpu0_task_start() forked, and reap it. */
+static void cpu0_task_stop(pid_t pid)
+{
+	int status;
+
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+}
+
+/*
+ * Fork a task that runs @body on CPU 0, pinned there before this returns,
+ * and dies with the test whatever path the test ends by: its pid, or
+ * -errno.
+ */
+static pid_t cpu0_task_start(void (*body)(void))
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(2);
+		body();
+		_exit(0);
+	}
+	if (pin_to(pid, 0)) {
+		cpu0_task_stop(pid);
+		return -EINVAL;
+	}
+	return pid;
+}
+
 /*
  * A task on CPU 0 that wants it now and then: every 2 ms it needs
  * 200 us. It waits at few of the polling thread's passes (when it wakes,
  * until the thread's pass ends and it yields), too few for the contention
  * rule (half of a window's passes), yet it waits.
  */
-static pid_t nibbler_start(void)
+static void nibble(void)
 {
-	pid_t parent = getpid(), pid = fork();
-
-	if (pid)
-		return pid;
-	/* It dies with the test, whatever path the test ends by. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent || pin_to(0, 0))
-		_exit(2);
 	for (;;) {
 		unsigned long long t;
 
@@ -2683,16 +2730,6 @@ static pid_t nibbler_start(void)
 		t = vp_now_us();
 		while (vp_now_us() - t < 200)
 			;
-	}
-}
-
-static void nibbler_stop(pid_t pid)
-{
-	int status;
-
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
 	}
 }
 
@@ -2725,7 +2762,7 @@ TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
 	ASSERT_EQ(0, vp_param_set("poll_min_gain", 16));
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
-	nib = nibbler_start();
+	nib = cpu0_task_start(nibble);
 	ASSERT_LT(0, nib);
 
 	/* No limit: polled on, idle, whoever wants the CPU now and then. */
@@ -2755,7 +2792,7 @@ TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
 	EXPECT_GE(window, ms);
 	EXPECT_LT(exits, sum.exits);
 	EXPECT_EQ(stalls, sum.stalls);
-	nibbler_stop(nib);
+	cpu0_task_stop(nib);
 	EXPECT_TRUE(vring_all_used_once(&d));
 	vring_close(&d);
 }
@@ -2836,13 +2873,14 @@ TEST_F(neighbour, quiet_rings_let_the_thread_nap)
 	struct trickle spin, nap;
 	struct vp_worker w;
 	struct vring_drv d;
+	const char *why;
+	int ret;
 
-	if (vp_ncpus() < 2)
-		SKIP(return, "needs 2 CPUs: on one (UML) an empty pass already sleeps");
-	ASSERT_EQ(0, thread_on_0_owners_on_1());
-	ASSERT_EQ(0, vp_worker(&w));
-	if (vp_task_runtime_ns(w.pid) < 0)
-		SKIP(return, "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time");
+	why = timed_thread_on_0("needs 2 CPUs: on one (UML) an empty pass already sleeps",
+				&w, &ret);
+	ASSERT_EQ(0, ret);
+	if (why)
+		SKIP(return, "%s", why);
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
 	ASSERT_EQ(0, vp_param_set("poll_max_nap", 0));
@@ -2869,25 +2907,9 @@ TEST_F(neighbour, quiet_rings_let_the_thread_nap)
 	vring_close(&d);
 }
 
-/*
- * A task that wants CPU 0 all the time, at the normal priority: its pid,
- * or -errno. It dies with the test, whatever path the test ends by.
- */
-static pid_t hog_start(void)
+/* A task that wants its CPU all the time, at the normal priority. */
+static void hog(void)
 {
-	pid_t parent = getpid(), pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid) {
-		if (!pin_to(pid, 0))
-			return pid;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		return -EINVAL;
-	}
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
-		_exit(2);
 	for (;;)
 		;
 }
@@ -2912,27 +2934,27 @@ TEST_F(neighbour, napping_thread_gives_way_to_a_busy_task)
 	struct trickle nap;
 	struct vring_drv d;
 	char owner[32];
-	int traced;
-	pid_t hog;
+	int traced, ret;
+	const char *why;
+	pid_t busy;
 
-	if (vp_ncpus() < 2)
-		SKIP(return, "needs 2 CPUs: on one (UML) an empty pass already sleeps");
-	ASSERT_EQ(0, thread_on_0_owners_on_1());
-	ASSERT_EQ(0, vp_worker(&w));
-	if (vp_task_runtime_ns(w.pid) < 0)
-		SKIP(return, "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time");
+	why = timed_thread_on_0("needs 2 CPUs: on one (UML) an empty pass already sleeps",
+				&w, &ret);
+	ASSERT_EQ(0, ret);
+	if (why)
+		SKIP(return, "%s", why);
 	ASSERT_EQ(0, vp_param_set("poll_min_gain", 16));
 	ASSERT_EQ(0, vp_param_set("poll_max_nap", 1000));
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
 	traced = trace_poller_on();
 	ASSERT_LE(0, traced);
-	hog = hog_start();
-	ASSERT_LT(0, hog);
+	busy = cpu0_task_start(hog);
+	ASSERT_LT(0, busy);
 	ASSERT_EQ(0, vp_worker(&w0));
 	ASSERT_EQ(0, trickle_run(&d, w.pid, &nap));
 	ASSERT_EQ(0, vp_worker(&w1));
-	nibbler_stop(hog);
+	cpu0_task_stop(busy);
 	if (traced)
 		ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "0"));
 	snprintf(owner, sizeof(owner), "owner=%d ", getpid());
@@ -3109,19 +3131,19 @@ TEST_F(neighbour, dead_tenant_is_not_torn_down_in_the_thread)
 	long long ran0, ran_ms, busy0, others_ms;
 	struct spinner spinner;
 	struct vp_vq_row sum;
-	int ready[2], status, fd, polled, poller;
+	int ready[2], status, fd, polled, poller, ret;
 	struct vp_worker w;
 	struct vring_drv b;
+	const char *why;
 	pid_t tenant;
 	char c;
 
-	if (vp_ncpus() < 2)
-		SKIP(return, "needs 2 CPUs: the spinner on one, the owners on the other");
-	ASSERT_EQ(0, thread_on_0_owners_on_1());
-	ASSERT_EQ(0, vp_worker(&w));
+	why = timed_thread_on_0("needs 2 CPUs: the spinner on one, the owners on the other",
+				&w, &ret);
+	ASSERT_EQ(0, ret);
+	if (why)
+		SKIP(return, "%s", why);
 	poller = w.pid;
-	if (vp_task_runtime_ns(poller) < 0)
-		SKIP(return, "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time");
 	ASSERT_LE(0, cpu_busy_ms(0));
 	ASSERT_EQ(0, wq_unbound_on(1));
 	ASSERT_EQ(0, pipe(ready));
