@@ -164,7 +164,7 @@ impl Table {
         };
         let mut polled = ring.polled.lock();
         if let Err(len) = polled.room() {
-            // A pointer and two indices a slot: small, but without
+            // A pointer and three indices a slot: small, but without
             // sleeping, under the locks the lanes take.
             match slots::Spare::new_nowait(len) {
                 Ok(spare) => polled.grow(spare),

@@ -2345,6 +2345,84 @@ TEST_F(teardown, only_opted_in_drivers_attach)
 }
 
 /*
+ * A class's row of /proc/lock_stat: "name: con-bounces contentions
+ * waittime-min -max -total -avg acq-bounces acquisitions ...", the name
+ * right-aligned, the times with two decimals.
+ */
+#define LOCK_STAT_ROW \
+	" %127[^: ]: %llu %llu %llu.%*u %llu.%*u %llu.%*u %llu.%*u %llu %llu"
+
+/*
+ * How many times lock class @name was taken (/proc/lock_stat, from
+ * CONFIG_LOCK_STAT): the count, 0 if the class was never taken, or
+ * -errno if the kernel keeps no lock statistics.
+ */
+static long long lock_acquisitions(const char *name)
+{
+	unsigned long long v[8];
+	long long n = 0;
+	char line[512], cls[128];
+	FILE *f;
+
+	f = fopen("/proc/lock_stat", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, LOCK_STAT_ROW, cls, &v[0], &v[1], &v[2], &v[3], &v[4],
+			   &v[5], &v[6], &v[7]) == 9 &&
+		    !strcmp(cls, name)) {
+			n = v[7];
+			break;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * A driver that did not opt in to polling does not take the poller's
+ * mutex, not even at close: its devices were never listed, so a vsock
+ * or scsi close never waits for a poller's (un)registration or another
+ * device's attach. Counted with lock statistics: closes of vhost-vsock
+ * devices add no acquisition of vhost_poller_mutex, while as many
+ * closes of the variant's devices, which are listed, add one each at
+ * least (the count counts that lock). A kernel without CONFIG_LOCK_STAT
+ * (the x86_64 guest) skips.
+ */
+TEST_F(teardown, unpolled_drivers_do_not_take_the_poller_mutex)
+{
+	const char *mine = td_dev == VRING_NET ? "/dev/vhost-net" : "/dev/vhost-test";
+	long long before, vsock_acq, mine_acq;
+	enum { CLOSES = 16 };
+	int fds[CLOSES], i;
+
+	if (access("/dev/vhost-vsock", F_OK))
+		SKIP(return, "no /dev/vhost-vsock (CONFIG_VHOST_VSOCK)");
+	if (lock_acquisitions("vhost_poller_mutex") < 0)
+		SKIP(return, "no /proc/lock_stat (CONFIG_LOCK_STAT): no lock counts");
+	ASSERT_EQ(0, write_text("/proc/sys/kernel/lock_stat", "1\n"));
+
+	for (i = 0; i < CLOSES; i++)
+		ASSERT_LE(0, fds[i] = open("/dev/vhost-vsock", O_RDWR | O_CLOEXEC));
+	before = lock_acquisitions("vhost_poller_mutex");
+	for (i = 0; i < CLOSES; i++)
+		close(fds[i]);
+	vsock_acq = lock_acquisitions("vhost_poller_mutex") - before;
+
+	for (i = 0; i < CLOSES; i++)
+		ASSERT_LE(0, fds[i] = open(mine, O_RDWR | O_CLOEXEC));
+	before = lock_acquisitions("vhost_poller_mutex");
+	for (i = 0; i < CLOSES; i++)
+		close(fds[i]);
+	mine_acq = lock_acquisitions("vhost_poller_mutex") - before;
+
+	TH_LOG("%d closes took vhost_poller_mutex %lld times (vhost-vsock), %lld (%s)",
+	       CLOSES, vsock_acq, mine_acq, mine);
+	EXPECT_LE(CLOSES, mine_acq);
+	EXPECT_EQ(0, vsock_acq);
+}
+
+/*
  * The polling thread kept off its CPU: vhost hands a polled ring back
  * once the thread has not looked at it for VHOST_POLLER_WATCHDOG_JIFFIES
  * (include/linux/vhost_poller.h), counted in jiffies and checked by a
