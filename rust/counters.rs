@@ -31,6 +31,10 @@ pub(crate) struct VqCounters {
     pub(crate) held: AtomicU64,
     /// Hand-backs by vhost's watchdog: no visit for its bound.
     pub(crate) stalls: AtomicU64,
+    /// Visits that queued the handler because the ring could not be read
+    /// (a fault to take, an IOTLB translation to ask for): not a kick's
+    /// work, so not in `queued`.
+    pub(crate) retries: AtomicU64,
 }
 
 /// Counters of one lane, as `/sys/kernel/debug/vhost_poll/worker` shows

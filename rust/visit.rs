@@ -64,6 +64,12 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
             if polled.queued {
                 c.queued.fetch_add(1, Relaxed);
             }
+            // A run queued to take a fault or ask for a translation is not
+            // a kick's work: it saves no kick, and a vq whose mappings
+            // change often must not look as if polling paid.
+            if polled.retry {
+                c.retries.fetch_add(1, Relaxed);
+            }
             if polled.held {
                 c.held.fetch_add(1, Relaxed);
             }

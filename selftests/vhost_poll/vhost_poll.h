@@ -246,10 +246,12 @@ struct vp_vq_row {
 	unsigned int thread;
 	/* Hand-backs by vhost's watchdog (no visit in its bound). */
 	unsigned long long stalls;
+	/* Visits that queued a handler run for a ring they could not read. */
+	unsigned long long retries;
 };
 
 /* A row of the vqs file: the ten first columns are in every version. */
-#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu"
+#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu"
 
 /* CPUs online now (1 if it cannot tell). */
 static inline int vp_ncpus(void)
@@ -364,7 +366,8 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 		if (sscanf(line, VP_VQ_ROW, &r->pid, &r->dev, &r->vq, mode, &r->kicks,
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
 			   &r->enters, &r->exits, &r->window, &r->refused,
-			   &r->queued, &r->held, &r->cool, &r->thread, &r->stalls) < 10)
+			   &r->queued, &r->held, &r->cool, &r->thread, &r->stalls,
+			   &r->retries) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -400,6 +403,7 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->held += rows[i].held;
 		sum->cool += rows[i].cool;
 		sum->stalls += rows[i].stalls;
+		sum->retries += rows[i].retries;
 		if (polled && rows[i].poll)
 			(*polled)++;
 	}
