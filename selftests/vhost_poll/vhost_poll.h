@@ -349,7 +349,8 @@ static inline int vp_cpu_set_online(int cpu, bool online)
 /* Read the rows of the vqs file; returns how many, or -errno. */
 static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 {
-	char line[256], mode[16];
+	/* 18 columns, 13 of them 64-bit counters: under 400 bytes a row. */
+	char line[512], mode[16];
 	FILE *f = fopen(VP_DEBUGFS "vqs", "re");
 	int n = 0;
 
