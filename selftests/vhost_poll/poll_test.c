@@ -4221,7 +4221,9 @@ static unsigned long long attach_round_us(int *fds)
  * from the last attach (vhost attaches a device's virtqueues one after
  * the other) and the slot from a free list. Rounds of 200 opens, the
  * median round, alone and then with 4,096 devices open (and the first
- * thousand): within 1.5 times and 2 ms (a host's hiccup under TCG).
+ * thousand): within twice and 5 ms, as the reader's test above (UML on
+ * real time, beside other work in CI, measured 1.28 times once); a walk
+ * made them 3.6 to 5.7 times slower.
  */
 TEST_F_TIMEOUT(neighbour, attach_walks_no_table, 120)
 {
@@ -4258,7 +4260,7 @@ TEST_F_TIMEOUT(neighbour, attach_walks_no_table, 120)
 		pthread_join(closers[i], NULL);
 	ASSERT_LT(0, open_alone);
 	ASSERT_LT(0, open_crowded);
-	EXPECT_GE(3 * open_alone / 2 + 2000, open_crowded);
+	EXPECT_GE(2 * open_alone + 5000, open_crowded);
 }
 
 #define ASKS		16
