@@ -3924,16 +3924,43 @@ static int rr_run(struct vring_drv *d, unsigned long long *p50, unsigned long lo
 #define IDLE_FDS	1024
 #define IDLE_CLOSERS	32
 
-/* Closes its share of the idle devices: each close waits for a grace
- * period, and closes at once do not wait for each other's.
- */
-static void *idle_closer(void *arg)
-{
-	int *fds = arg, i;
+struct fds_part {
+	int *fds, n;
+};
 
-	for (i = 0; i < IDLE_FDS / IDLE_CLOSERS; i++)
-		close(fds[i]);
+/* Closes a part of some open files, from a thread of its own. */
+static void *fds_closer(void *arg)
+{
+	struct fds_part *p = arg;
+	int i;
+
+	for (i = 0; i < p->n; i++)
+		close(p->fds[i]);
 	return NULL;
+}
+
+/*
+ * Closes the @n files of @fds (-1 for none) from IDLE_CLOSERS threads:
+ * each close of a vhost device waits for a grace period, and closes at
+ * once share it. 0, or -errno if a thread could not be made (the files
+ * of the threads made are closed).
+ */
+static int close_fds(int *fds, int n)
+{
+	struct fds_part part[IDLE_CLOSERS];
+	pthread_t closers[IDLE_CLOSERS];
+	int i, made, ret = 0;
+
+	for (made = 0; made < IDLE_CLOSERS; made++) {
+		part[made].fds = fds + made * n / IDLE_CLOSERS;
+		part[made].n = (made + 1) * n / IDLE_CLOSERS - made * n / IDLE_CLOSERS;
+		ret = -pthread_create(&closers[made], NULL, fds_closer, &part[made]);
+		if (ret)
+			break;
+	}
+	for (i = 0; i < made; i++)
+		pthread_join(closers[i], NULL);
+	return ret;
 }
 
 /*
@@ -3970,7 +3997,6 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 	};
 	unsigned long long p50[3], p99[3], passes[3], t0, open_ms = 0, close_ms = 0;
 	struct rlimit rl = { IDLE_FDS + 64, IDLE_FDS + 64 };
-	pthread_t closers[IDLE_CLOSERS];
 	static int fds[IDLE_FDS];
 	struct vp_vq_row sum;
 	struct vring_drv d;
@@ -4013,11 +4039,7 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 		}
 		if (phase == 1) {
 			t0 = vp_now_ms();
-			for (i = 0; i < IDLE_CLOSERS; i++)
-				ASSERT_EQ(0, pthread_create(&closers[i], NULL, idle_closer,
-							    &fds[i * (IDLE_FDS / IDLE_CLOSERS)]));
-			for (i = 0; i < IDLE_CLOSERS; i++)
-				pthread_join(closers[i], NULL);
+			ASSERT_EQ(0, close_fds(fds, IDLE_FDS));
 			close_ms = vp_now_ms() - t0;
 		}
 	}
@@ -4098,21 +4120,6 @@ static unsigned long long opens_us(int *fds, unsigned int *during)
 	return vp_now_us() - t;
 }
 
-struct fds_part {
-	int *fds, n;
-};
-
-/* Closes a part of some open files, from a thread of its own. */
-static void *fds_closer(void *arg)
-{
-	struct fds_part *p = arg;
-	int i;
-
-	for (i = 0; i < p->n; i++)
-		close(p->fds[i]);
-	return NULL;
-}
-
 /*
  * A reader of the counters holds up nobody. The vqs file is formatted
  * from a snapshot of the table, copied under its lock, which attach,
@@ -4132,9 +4139,7 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_attach, 120)
 	int *alone = fds + IDLE_FDS, *read_on = alone + OPENS;
 	struct rlimit rl = { IDLE_FDS + 2 * OPENS + 64, IDLE_FDS + 2 * OPENS + 64 };
 	unsigned long long read_us, open_alone, open_read, reads;
-	struct fds_part part[IDLE_CLOSERS];
 	unsigned int during;
-	pthread_t closers[IDLE_CLOSERS];
 	pid_t reader;
 	int i;
 
@@ -4168,15 +4173,7 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_attach, 120)
 	       read_us);
 	TH_LOG("%d opens: %llu us alone, %llu us while a task read the file (%llu reads done)",
 	       OPENS, open_alone, open_read, reads);
-	/* (Each close waits for a grace period: at once, they share it.) */
-	for (i = 0; i < IDLE_CLOSERS; i++) {
-		part[i].fds = fds + i * (IDLE_FDS + 2 * OPENS) / IDLE_CLOSERS;
-		part[i].n = (i + 1) * (IDLE_FDS + 2 * OPENS) / IDLE_CLOSERS -
-			    i * (IDLE_FDS + 2 * OPENS) / IDLE_CLOSERS;
-		ASSERT_EQ(0, pthread_create(&closers[i], NULL, fds_closer, &part[i]));
-	}
-	for (i = 0; i < IDLE_CLOSERS; i++)
-		pthread_join(closers[i], NULL);
+	ASSERT_EQ(0, close_fds(fds, IDLE_FDS + 2 * OPENS));
 	EXPECT_LT(0, open_alone);
 	EXPECT_LT(0, open_read);
 	/* The reader was at it: the bound is not met by its absence. */
@@ -4232,8 +4229,6 @@ TEST_F_TIMEOUT(neighbour, attach_walks_no_table, 120)
 	int *alone = fds + ATTACH_IDLE, *crowded = alone + OPENS;
 	struct rlimit rl = { nfds + 64, nfds + 64 };
 	unsigned long long open_alone, open_crowded;
-	struct fds_part part[IDLE_CLOSERS];
-	pthread_t closers[IDLE_CLOSERS];
 	int i;
 
 	if (vp_simulated_time())
@@ -4250,14 +4245,7 @@ TEST_F_TIMEOUT(neighbour, attach_walks_no_table, 120)
 	open_crowded = i == ATTACH_IDLE ? attach_round_us(crowded) : 0;
 	TH_LOG("%d opens a round: %llu us alone, %llu us with %d more devices open",
 	       OPENS / ATTACH_ROUNDS, open_alone, open_crowded, ATTACH_IDLE + OPENS);
-	/* (Each close waits for a grace period: at once, they share it.) */
-	for (i = 0; i < IDLE_CLOSERS; i++) {
-		part[i].fds = fds + i * nfds / IDLE_CLOSERS;
-		part[i].n = (i + 1) * nfds / IDLE_CLOSERS - i * nfds / IDLE_CLOSERS;
-		ASSERT_EQ(0, pthread_create(&closers[i], NULL, fds_closer, &part[i]));
-	}
-	for (i = 0; i < IDLE_CLOSERS; i++)
-		pthread_join(closers[i], NULL);
+	ASSERT_EQ(0, close_fds(fds, nfds));
 	ASSERT_LT(0, open_alone);
 	ASSERT_LT(0, open_crowded);
 	EXPECT_GE(2 * open_alone + 5000, open_crowded);
@@ -4278,7 +4266,6 @@ TEST_F_TIMEOUT(neighbour, attach_walks_no_table, 120)
 TEST_F_TIMEOUT(neighbour, start_requests_walk_no_table, 120)
 {
 	struct rlimit rl = { IDLE_FDS + 64, IDLE_FDS + 64 };
-	pthread_t closers[IDLE_CLOSERS];
 	unsigned long long looked;
 	static int fds[IDLE_FDS];
 	struct vp_worker w0, w1;
@@ -4304,11 +4291,7 @@ TEST_F_TIMEOUT(neighbour, start_requests_walk_no_table, 120)
 	/* Some request was served, or the bound below proves nothing. */
 	EXPECT_LT(0, looked);
 	EXPECT_GT(IDLE_FDS, looked);
-	for (i = 0; i < IDLE_CLOSERS; i++)
-		ASSERT_EQ(0, pthread_create(&closers[i], NULL, idle_closer,
-					    &fds[i * (IDLE_FDS / IDLE_CLOSERS)]));
-	for (i = 0; i < IDLE_CLOSERS; i++)
-		pthread_join(closers[i], NULL);
+	ASSERT_EQ(0, close_fds(fds, IDLE_FDS));
 }
 
 #define COST_VQS	16
