@@ -133,6 +133,201 @@ static void cpu_snap(struct cpu_snap *s, int worker)
 	s->t = now_ns();
 }
 
+/*
+ * What one request costs in events, not in time (the count vector of
+ * scripts/bench): per task, its wake-ups, those sent from another CPU
+ * and its sleeps (schedstats, kernel.sched_schedstats=1); for the whole
+ * machine, the switches to the idle task, the wake-ups and those of a
+ * task on another CPU (/proc/schedstat), the time tasks waited to run,
+ * and the reschedule and function-call IPIs (/proc/interrupts); for
+ * this device, its vqs' rows of vhost_poll's counters, and the polling
+ * threads' passes and address-space switches. -1 where a file is
+ * missing (no schedstats, no vhost_poll).
+ */
+struct task_counts {
+	__s64 wakeups, remote, sleeps;
+};
+
+struct counts {
+	struct task_counts driver, worker, pollers;
+	__s64 goidle, ttwu, ttwu_local, run_delay_ns, res_ipis, cal_ipis;
+	__s64 passes, mm_switches, empty_visits;
+	struct vp_vq_row vq;
+	int vq_rows;
+};
+
+/* The value of key @key in the "key : value" lines of @path; -1 if none.
+ * A key matches with any prefix ending in '.' (se.statistics.nr_wakeups
+ * on older kernels).
+ */
+static __s64 proc_field(const char *path, const char *key)
+{
+	size_t klen = strlen(key);
+	char line[256], *colon, *end;
+	__s64 v = -1;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return -1;
+	while (v < 0 && fgets(line, sizeof(line), f)) {
+		colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		end = colon;
+		while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (end - line < (long)klen || memcmp(end - klen, key, klen) ||
+		    (end - line > (long)klen && end[-klen - 1] != '.'))
+			continue;
+		v = strtoll(colon + 1, NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
+static void task_counts(int tid, struct task_counts *c)
+{
+	char path[64];
+
+	c->wakeups = -1;
+	c->remote = -1;
+	c->sleeps = -1;
+	if (tid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/sched", tid);
+	c->wakeups = proc_field(path, "nr_wakeups");
+	c->remote = proc_field(path, "nr_wakeups_remote");
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	c->sleeps = proc_field(path, "voluntary_ctxt_switches");
+}
+
+static void add_task_counts(struct task_counts *sum, const struct task_counts *c)
+{
+	sum->wakeups = sum->wakeups < 0 || c->wakeups < 0 ? -1 : sum->wakeups + c->wakeups;
+	sum->remote = sum->remote < 0 || c->remote < 0 ? -1 : sum->remote + c->remote;
+	sum->sleeps = sum->sleeps < 0 || c->sleeps < 0 ? -1 : sum->sleeps + c->sleeps;
+}
+
+/* The cpuN lines of /proc/schedstat, summed: fields 4 (sched_goidle),
+ * 5 (ttwu_count), 6 (ttwu_local) and 8 (run_delay, ns).
+ */
+static void read_schedstat(struct counts *c)
+{
+	unsigned long long f[9];
+	char line[512];
+	FILE *fp = fopen("/proc/schedstat", "re");
+	__s64 init = fp ? 0 : -1;
+
+	c->goidle = init;
+	c->ttwu = init;
+	c->ttwu_local = init;
+	c->run_delay_ns = init;
+	if (!fp)
+		return;
+	while (fgets(line, sizeof(line), fp)) {
+		if (strncmp(line, "cpu", 3) ||
+		    sscanf(line, "%*s %llu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1],
+			   &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8]) != 9)
+			continue;
+		c->goidle += f[3];
+		c->ttwu += f[4];
+		c->ttwu_local += f[5];
+		c->run_delay_ns += f[7];
+	}
+	fclose(fp);
+}
+
+/* The line of /proc/interrupts named @name ("RES:"), summed over CPUs. */
+static __s64 irq_count(const char *name)
+{
+	size_t len = strlen(name);
+	char line[1024], *p, *end;
+	__s64 sum = -1;
+	FILE *f = fopen("/proc/interrupts", "re");
+
+	if (!f)
+		return -1;
+	while (sum < 0 && fgets(line, sizeof(line), f)) {
+		for (p = line; *p == ' '; p++)
+			;
+		if (strncmp(p, name, len))
+			continue;
+		sum = 0;
+		for (p += len;; p = end) {
+			unsigned long long v = strtoull(p, &end, 10);
+
+			if (end == p)
+				break;
+			sum += v;
+		}
+	}
+	fclose(f);
+	return sum;
+}
+
+static void counts_snap(struct counts *c, int worker)
+{
+	struct vp_worker w[16];
+	struct task_counts t;
+	int n = vp_workers(w, 16), i;
+
+	task_counts(getpid(), &c->driver);
+	task_counts(worker, &c->worker);
+	c->pollers = (struct task_counts){ 0, 0, 0 };
+	c->passes = n < 0 ? -1 : 0;
+	c->mm_switches = c->passes;
+	c->empty_visits = c->passes;
+	for (i = 0; i < n; i++) {
+		task_counts(w[i].pid, &t);
+		add_task_counts(&c->pollers, &t);
+		c->passes += w[i].passes;
+		c->mm_switches += w[i].mm_switches;
+		c->empty_visits += w[i].empty_visits;
+	}
+	if (n <= 0)
+		c->pollers = (struct task_counts){ -1, -1, -1 };
+	read_schedstat(c);
+	c->res_ipis = irq_count("RES:");
+	c->cal_ipis = irq_count("CAL:");
+	c->vq_rows = vp_vq_sum(getpid(), -1, &c->vq, NULL);
+}
+
+/* Prints "name": y - x, or -1 where either is unknown or it went back. */
+static void print_delta(const char *name, __s64 x, __s64 y)
+{
+	printf(", \"%s\": %lld", name, x < 0 || y < x ? -1LL : (long long)(y - x));
+}
+
+static void print_counts(const struct counts *a, const struct counts *b, __u64 ns)
+{
+	bool vq = a->vq_rows > 0 && b->vq_rows > 0;
+
+	printf(", \"counts\": {\"window_ns\": %llu", (unsigned long long)ns);
+	print_delta("driver_wakeups", a->driver.wakeups, b->driver.wakeups);
+	print_delta("driver_remote", a->driver.remote, b->driver.remote);
+	print_delta("driver_sleeps", a->driver.sleeps, b->driver.sleeps);
+	print_delta("worker_wakeups", a->worker.wakeups, b->worker.wakeups);
+	print_delta("worker_remote", a->worker.remote, b->worker.remote);
+	print_delta("worker_sleeps", a->worker.sleeps, b->worker.sleeps);
+	print_delta("poller_wakeups", a->pollers.wakeups, b->pollers.wakeups);
+	print_delta("poller_remote", a->pollers.remote, b->pollers.remote);
+	print_delta("poller_sleeps", a->pollers.sleeps, b->pollers.sleeps);
+	print_delta("idle_entries", a->goidle, b->goidle);
+	print_delta("wakeups", a->ttwu, b->ttwu);
+	print_delta("wakeups_local", a->ttwu_local, b->ttwu_local);
+	print_delta("run_delay_ns", a->run_delay_ns, b->run_delay_ns);
+	print_delta("res_ipis", a->res_ipis, b->res_ipis);
+	print_delta("cal_ipis", a->cal_ipis, b->cal_ipis);
+	print_delta("passes", a->passes, b->passes);
+	print_delta("mm_switches", a->mm_switches, b->mm_switches);
+	print_delta("empty_visits", a->empty_visits, b->empty_visits);
+	print_delta("vq_kicks", vq ? (__s64)a->vq.kicks : -1, (__s64)b->vq.kicks);
+	print_delta("poll_work", vq ? (__s64)a->vq.poll_work : -1, (__s64)b->vq.poll_work);
+	print_delta("notify_work", vq ? (__s64)a->vq.notify_work : -1, (__s64)b->vq.notify_work);
+	print_delta("queued", vq ? (__s64)a->vq.queued : -1, (__s64)b->vq.queued);
+	printf("}");
+}
+
 /* Percent of one CPU that run time @x to @y took over @ns; -1 if unknown. */
 static double cpu_pct(__s64 x, __s64 y, __u64 ns)
 {
@@ -321,6 +516,7 @@ int main(int argc, char **argv)
 	__u64 used0, kicks0, posted0, n, p50 = 0, p99 = 0, seen = 0;
 	unsigned long long start;
 	struct cpu_snap c0, c1;
+	struct counts k0, k1;
 	struct vp_vq_row sum;
 	int worker, idle_polled = -1, polled;
 	double sleep_ms = -1, idle_cpu = -1, secs;
@@ -462,6 +658,7 @@ int main(int argc, char **argv)
 	used0 = d.used;
 	kicks0 = d.kicks;
 	posted0 = d.posted;
+	counts_snap(&k0, worker);
 	cpu_snap(&c0, worker);
 	empty_visits(&ev0, &evns0, &sw0);
 	arm(dur);
@@ -469,6 +666,7 @@ int main(int argc, char **argv)
 		ret = run_phase(&d, w, batch);
 	cpu_snap(&c1, worker);
 	empty_visits(&ev1, &evns1, &sw1);
+	counts_snap(&k1, worker);
 	n = d.used - used0;
 	kicks0 = d.kicks - kicks0;
 	posted0 = d.posted - posted0;
@@ -512,6 +710,7 @@ int main(int argc, char **argv)
 	printf(", \"empty_visits\": %llu, \"empty_visit_ns\": %llu, \"mm_switches\": %llu",
 	       (unsigned long long)(ev1 - ev0), (unsigned long long)(evns1 - evns0),
 	       (unsigned long long)(sw1 - sw0));
+	print_counts(&k0, &k1, c1.t - c0.t);
 	printf(", \"all_used_once\": %s}\n", !ret && vring_all_used_once(&d) ? "true" : "false");
 	fflush(stdout);
 	ret = ret || !vring_all_used_once(&d);
