@@ -23,9 +23,14 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_model  # noqa: E402
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join(TOP, "selftests", "vhost_poll", "vhost_bench")
 NAP_COST = os.path.join(TOP, "selftests", "vhost_poll", "nap_cost")
+COST_PROBE = os.path.join(TOP, "selftests", "vhost_poll", "cost_probe")
+SCHEDSTATS = "/proc/sys/kernel/sched_schedstats"
 # The naps the nap probe times (ns): what a hybrid poller would sleep
 # through a gap of a few to a few tens of microseconds.
 NAPS_NS = (1000, 5000, 20000)
@@ -68,7 +73,7 @@ DEFAULT_REGIMES = ("shared", "core")
 # visit's cost, one and two lanes side by side, one polled rr device
 # with and without OWNERLESS idle ownerless devices open, and the hook's
 # cost.
-PROBES = ("idle", "crowd", "visit", "lanes", "ownerless", "hook", "nap")
+PROBES = ("idle", "crowd", "visit", "lanes", "ownerless", "hook", "nap", "cost", "trace")
 # Only on request: 256 idle owners with nothing polled (poll_start_rate
 # 0), the visit probe's 256-owner cell without polling, to tell whether
 # the guest's RCU stalls after it come from polling (benchmarks.rst).
@@ -384,6 +389,62 @@ def run_drivers(specs, limit_s, want_polled=0, cpus=None):
                 log(f"{' '.join(p.args)}: exit {rc}")
 
 
+TRACED = (("net", "notify"), ("net", "poll"), ("net", "busyloop"), ("test", "notify"),
+          ("test", "poll"))
+TRACE_EVENTS = ("sched/sched_waking", "sched/sched_switch", "ipi", "power/cpu_idle",
+                "vhost_poller")
+
+
+def tracefs():
+    """Where tracefs is, mounting it if it is not: None without it."""
+    for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        if os.path.exists(d + "/trace"):
+            return d
+    if subprocess.run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"],
+                      capture_output=True).returncode == 0:
+        return "/sys/kernel/tracing"
+    return None
+
+
+def trace_run(dev, mode):
+    """A 250 ms request/response run of @dev in @mode, traced; its middle
+    request's events (bench_model.trace_request())."""
+    rec = {"device": dev, "mode": mode}
+    t = tracefs()
+    if not t:
+        rec["error"] = "no tracefs"
+        return rec
+
+    def put(name, value):
+        with open(f"{t}/{name}", "w") as f:
+            f.write(value)
+    try:
+        put("tracing_on", "0")
+        put("buffer_size_kb", "4096")
+        put("trace", "")
+        for e in TRACE_EVENTS:
+            if os.path.exists(f"{t}/events/{e}/enable"):
+                put(f"events/{e}/enable", "1")
+        put("tracing_on", "1")
+        out, _, _ = run_drivers([cell_args(dev, "rr", 1, mode, 50, 200)], 60)
+        put("tracing_on", "0")
+        with open(f"{t}/trace") as f:
+            text = f.read()
+        put("trace", "")
+        for e in TRACE_EVENTS:
+            if os.path.exists(f"{t}/events/{e}/enable"):
+                put(f"events/{e}/enable", "0")
+    except (OSError, RuntimeError, ValueError) as e:
+        rec["error"] = str(e)
+        return rec
+    req = bench_model.trace_request(text, out[0]["pid"], unkicked=mode != "notify")
+    if req is None:
+        rec["error"] = "the trace holds no whole request of the driver"
+    else:
+        rec.update(req)
+    return rec
+
+
 def worker_counters():
     """The polling threads' counters (debugfs worker file, a row per
     thread) summed into a dict, with "threads" their number; {} when
@@ -570,6 +631,13 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         if not os.path.exists("/sys/module/" + mod):
             sh("modprobe", mod)
     sh("insmod", os.environ["VHOST_POLL_TEST_KO"])
+    # The count vector's wake-ups and idle entries: schedstats, on for
+    # every mode alike (CONFIG_SCHEDSTATS, off by default).
+    try:
+        with open(SCHEDSTATS, "w") as f:
+            f.write("1")
+    except OSError as e:
+        log(f"no schedstats ({SCHEDSTATS}: {e}): the count vector lacks wake-ups")
     hz = 0
     with open(os.path.join(os.environ["VHOST_POLL_KDIR"], ".config")) as f:
         for line in f:
@@ -585,7 +653,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "regimes": list(regimes), "core_poll_cpus": poll_cpus("core"),
                     "probes": list(probes)},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
-           "nap": [],
+           "nap": [], "cost": [], "trace": [],
            "lanes": [], "ownerless": [], "unpolled": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
@@ -738,6 +806,23 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
             raw["nap"] = [json.loads(line) for line in out.stdout.splitlines()]
         except (subprocess.SubprocessError, OSError, ValueError) as e:
             raw["nap"] = [{"error": f"nap_cost: {e}"}]
+    # What each event on a request's path costs here, for the cost
+    # model: module loaded, nothing polled, nothing else running.
+    if "cost" in probes:
+        set_mode("notify", stop_idle)
+        log("event costs: eventfd write, local, cross-mm and remote wake-ups")
+        try:
+            out = subprocess.run([COST_PROBE, "-n", "2000"], capture_output=True, text=True,
+                                 timeout=300, check=True)
+            raw["cost"] = [json.loads(line) for line in out.stdout.splitlines()]
+        except (subprocess.SubprocessError, OSError, ValueError) as e:
+            raw["cost"] = [{"error": f"cost_probe: {e}"}]
+    # One request's path, traced: a short rr run per mode with the
+    # scheduler's, the IPIs' and idle's events on.
+    for dev, mode in TRACED if "trace" in probes else ():
+        set_mode(mode, stop_idle)
+        log(f"trace: {dev} rr x1 {mode}")
+        raw["trace"].append(trace_run(dev, mode))
     save(raw, out_dir)
     if guest_groups:
         raw["meta"]["guest_ms"] = guest_ms
@@ -1166,6 +1251,8 @@ def rep_figures(drivers, loaded=False):
         # Hand-backs by vhost's watchdog (the polling thread off its CPU).
         "stalls": sum(d.get("stalls", 0) for d in drivers),
         "seconds": secs,
+        # What a request costs in events (bench_model.py).
+        "counts": bench_model.rep_counts(drivers),
         # The TCP cells: the guests' together.
         **{k: sum(d[k] for d in drivers) for k in TCP_FIELDS
            if all(k in d for d in drivers)},
@@ -1216,12 +1303,16 @@ def summarise(raw, env, accel):
         if "mbit_s" in rec:
             rec["mbit_s_range"] = [round(min(r["mbit_s"] for r in reps), 2),
                                    round(max(r["mbit_s"] for r in reps), 2)]
+        rec["counts"] = bench_model.median_vectors(r.get("counts") for r in reps)
         rec["reps"] = len(reps)
         # Where its tasks could run, every run's together.
         rec["cpus"] = merge_cpus(r["cpus"] for r in reps)
         rec["all_used_once"] = all(r["all_used_once"] for r in reps)
         rec["errors"] = errors.get(key, [])
         cells.append(rec)
+    for c in cells:
+        if c["counts"]:
+            bench_model.finish_vector(c, twin(cells, c, "notify"))
     idle = [d["drivers"][0] for d in raw["idle"] if "error" not in d]
     # A run whose load did not end in poll mode shows nothing.
     unpolled = sum(d["idle_polled_at_start"] < 1 for d in idle)
@@ -1358,6 +1449,15 @@ def summarise(raw, env, accel):
             "naps": [n for n in raw["nap"] if "error" not in n],
             "errors": [n["error"] for n in raw["nap"] if "error" in n],
         }
+    if raw.get("trace"):
+        probes["trace"] = raw["trace"]
+    if raw.get("cost"):
+        one = [v for v in probes.get("visit_cost", []) if v["nvq"] == 1 and v["owners"] == 1]
+        probes["cost"] = {
+            "probes": [c for c in raw["cost"] if "error" not in c],
+            "errors": [c["error"] for c in raw["cost"] if "error" in c],
+            "constants": bench_model.constants(raw["cost"], one[0]["ns"] if one else None),
+        }
     return cells, probes
 
 
@@ -1391,7 +1491,7 @@ def fmt(v, nd=2):
     return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
 
-def targets(cells, probes):
+def targets(cells, probes, model=None):
     """Each target of the issue: (name, figure, met); met None when not
     measured, or when its cells were not run (--cells, --regimes). The
     targets are the shared regime's but for those named "core:"."""
@@ -1588,7 +1688,85 @@ def targets(cells, probes):
                "kicks_per_1000", True, 0.1, pool)
         ratios(f"{tag}: guest packets/s poll/notify >= 1.0", "poll", is_guest, "notify",
                "buffers_per_s", False, 1.0, pool)
+    count_targets(add, everything, model)
     return out
+
+
+def is_count_target(name):
+    """Whether target @name is in counts or the model, not a TCG time."""
+    return name.startswith(("counts:", "model:", "equal cores:"))
+
+
+def count_targets(add, cells, model):
+    """The targets in counts and in the model's predictions (issue 38):
+    what does not depend on the host. Named "counts:", "model:" and
+    "equal cores:"; the others are TCG observations."""
+    rr = [c for c in cells if c["workload"] == "rr" and c.get("counts") and
+          c["regime"] == "shared" and c["device"] in ("test", "net")]
+
+    def pairs(mode):
+        out = []
+        for c in rr:
+            n = twin(cells, c, "notify")
+            if c["mode"] == mode and n and n.get("counts"):
+                out.append((c, n))
+        return out
+
+    def path(v):
+        return sum(v.get(k) or 0 for k in ("Hd", "Hw", "Hp"))
+    pp = pairs("poll")
+    add("counts: rr poll kicks a request <= 1/10 of notify's", [len(pp)] if pp else [],
+        lambda v: (", ".join(f"{c['device']} x{c['ndev']} {c['counts']['E']:.3f}/"
+                             f"{n['counts']['E']:.3f}" for c, n in pp),
+                   all(c["counts"]["E"] <= 0.1 * n["counts"]["E"] for c, n in pp)),
+        ran=bool(pp))
+    add("counts: rr poll host wake-ups on a request's path < notify's (Hd+Hw+Hp)",
+        [len(pp)] if pp else [],
+        lambda v: (", ".join(f"{c['device']} x{c['ndev']} {path(c['counts']):.2f}/"
+                             f"{path(n['counts']):.2f}" for c, n in pp),
+                   all(path(c["counts"]) < path(n["counts"]) - 0.5 for c, n in pp)),
+        ran=bool(pp))
+    rows = [r for r in model or [] if not r["fitted"]]
+    add("model: every rr cell's TCG p50 and CPU within 20%, or what it lacks named",
+        [len(rows)] if rows else [],
+        lambda v: (f"{sum(abs(r['p50_err']) <= bench_model.TOLERANCE for r in rows)} of {v[0]} "
+                   f"p50s and {sum(abs(r['cpu_err']) <= bench_model.TOLERANCE for r in rows)} "
+                   f"CPUs within 20%; {sum(bool(r['lacks']) for r in rows)} named",
+                   all(not any("not explained" in w for w in r["lacks"]) for r in rows)),
+        ran=bool(model))
+    kv = []
+    for r in rows:
+        if r["mode"] != "poll" or r["regime"] != "shared":
+            continue
+        n = next((x for x in model if x["fitted"] and x["device"] == r["device"] and
+                  x["regime"] == r["regime"] and x["ndev"] == r["ndev"]), None)
+        if n:
+            kv.append((r, n))
+    add("model: KVM-predicted rr p50, poll below notify (whole range)",
+        [len(kv)] if kv else [],
+        lambda v: (", ".join(f"{r['cell']} {r['kvm']['p50_us'][0]:.1f}-"
+                             f"{r['kvm']['p50_us'][1]:.1f} against "
+                             f"{n['kvm']['p50_us'][0]:.1f}-{n['kvm']['p50_us'][1]:.1f} us"
+                             for r, n in kv),
+                   all(r["kvm"]["p50_us"][1] < n["kvm"]["p50_us"][0] for r, n in kv)),
+        ran=bool(model))
+    # A core given to polling is paid for, busy or idle: poll on its core
+    # against notification mode allowed on every CPU (the shared regime).
+    eq = []
+    for c in cells:
+        if c["regime"] != "core" or c["mode"] != "poll" or c["workload"] != "rr":
+            continue
+        n = find(cells, regime="shared", device=c["device"], workload="rr", batch=c["batch"],
+                 ndev=c["ndev"], mode="notify")
+        if n and c.get("counts") and n.get("counts"):
+            eq.append((c, n))
+    add("equal cores: rr poll on its core, host wake-ups a request < notify's on all CPUs",
+        [len(eq)] if eq else [],
+        lambda v: (", ".join(f"{c['device']} x{c['ndev']} {path(c['counts']):.2f}/"
+                             f"{path(n['counts']):.2f}, remote {c['counts']['R'] or 0:.2f}/"
+                             f"{n['counts']['R'] or 0:.2f}" for c, n in eq),
+                   all(path(c["counts"]) < path(n["counts"]) - 0.5 for c, n in eq)),
+        ran=bool(eq))
 
 
 COLS = (("regime", "regime"), ("device", "device"), ("workload", "workload"),
@@ -1824,9 +2002,19 @@ def report(out_dir, command):
     # The date of the run; raw figures of older runs lack it.
     meta = dict(raw["meta"], env=env, accel=accel, command=command, host_cpu=host_cpu())
     meta.setdefault("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    tgt = targets(cells, probes)
+    consts = (probes.get("cost") or {}).get("constants")
+    hz = raw["meta"].get("hz") or 250
+    model = bench_model.model(sorted(cells, key=sort_key), consts,
+                              {"busyloop": raw["meta"].get("busyloop_us", BUSYLOOP_US),
+                               "poll": raw["meta"].get("poll_stop_idle", 2) * 1e6 / hz})
+    tgt = targets(cells, probes, model)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"meta": meta, "cells": sorted(cells, key=sort_key), "probes": probes,
+                   "model": {"constants_tcg_us": consts, "rows": model,
+                             "kvm_costs_us": bench_model.KVM_COSTS,
+                             "tcg_inflation": bench_model.TCG_INFLATION,
+                             "tolerance": bench_model.TOLERANCE,
+                             "kick_cost_kvm_us": bench_model.kick_cost_default()},
                    "targets": [{"target": t, "figure": v, "met": m} for t, v, m in tgt]},
                   f, indent=1)
     head = [h for _, h in COLS]
@@ -1842,12 +2030,19 @@ def report(out_dir, command):
         print(line(r))
     probe_text = probe_lines(probes, cells)
     lat_text = lat_cpu_lines(cells) + tcp_lines(cells)
+    count_text = (bench_model.vector_lines(sorted(cells, key=sort_key)) + [""] +
+                  bench_model.trace_lines(probes.get("trace")))
+    model_text = bench_model.model_lines(model, consts)
     print()
-    for t in probe_text + lat_text:
+    for t in probe_text + lat_text + [""] + count_text + [""] + model_text:
         print(t)
-    print("\ntargets:")
-    for t, v, m in tgt:
-        print(f"  {verdict(m).upper() if m is False else verdict(m):6} {t}: {v}")
+    for head_line, group in (("targets (counts and the model: host-independent):", True),
+                             ("TCG observations (timings under TCG, not targets for a "
+                              "real host):", False)):
+        print("\n" + head_line)
+        for t, v, m in tgt:
+            if is_count_target(t) == group:
+                print(f"  {verdict(m).upper() if m is False else verdict(m):6} {t}: {v}")
 
     md = [f"# vhost-poll benchmark results\n",
           f"- environment: `{env}`, accelerator **{accel}**, {meta['ncpus']} vCPUs, "
@@ -1870,8 +2065,13 @@ def report(out_dir, command):
     md += ["| " + " | ".join(r) + " |" for r in rows]
     md += ["", "## Probes", ""] + [f"- {t}" for t in probe_text]
     md += ["", "## Latency and CPU (rr)", ""] + [f"- {t}" for t in lat_text]
-    md += ["", "## Targets", "", "| target | figure | |", "|---|---|---|"]
-    md += [f"| {t} | {v} | {verdict(m)} |" for t, v, m in tgt]
+    md += ["", "## What a request costs: the count vector", "", "```"] + count_text + ["```"]
+    md += ["", "## The cost model (TCG observations, KVM predictions)", "", "```"]
+    md += model_text + ["```"]
+    for title, group in (("Targets (counts and the model)", True),
+                         ("TCG observations (timings, not targets for a real host)", False)):
+        md += ["", f"## {title}", "", "| target | figure | |", "|---|---|---|"]
+        md += [f"| {t} | {v} | {verdict(m)} |" for t, v, m in tgt if is_count_target(t) == group]
     md += ["", "![throughput and latency by mode](chart.png)", ""]
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("\n".join(md))
@@ -1967,6 +2167,9 @@ def check(out_dir):
                    f"{name}: vhost_poll's per-vq counters read where it is loaded")
                 continue
             ok(c["all_used_once"], f"{name}: every buffer used exactly once")
+            bad = bench_model.sane(c.get("counts"))
+            ok(not bad, f"{name}: count vector present and possible"
+               + (f" ({'; '.join(bad)})" if bad else ""))
             if c["mode"] == "poll2":
                 ok(c.get("worker_threads") == 2,
                    f"{name}: two polling threads ran (poll_threads=2): "
@@ -2013,6 +2216,25 @@ def check(out_dir):
            len(nap["naps"]) == len(NAPS_NS) and
            all(n["ns"] <= n["p10"] <= n["p50"] <= n["p90"] for n in nap["naps"]),
            "nap probe: every nap timed, none shorter than asked")
+        cost = res["probes"].get("cost") or {}
+        k = cost.get("constants")
+        ok("cost" not in ran or k and not cost["errors"] and
+           all(p["p10"] <= p["p50"] <= p["p90"] for p in cost["probes"] if "p50" in p) and
+           all(k[n] >= 0 for n in ("evfd", "wake_local", "wake_remote", "idle_exit",
+                                   "mm_switch")) and k["evfd"] > 0 and k["wake_local"] > 0,
+           "cost probe: every event timed, the model's constants derived")
+        rr = [c for c in res["cells"] if c["workload"] == "rr" and c["device"] != "guest"]
+        rows = res.get("model", {}).get("rows", [])
+        modelled = {(r["device"], r["regime"], r["ndev"], r["mode"]) for r in rows}
+        ok("cost" not in ran or rr and all(
+            (c["device"], c["regime"], c["ndev"], c["mode"]) in modelled for c in rr) and
+           all(math.isfinite(r["p50_model_us"]) and math.isfinite(r["cpu_model_pct"]) and
+               r["kvm"]["p50_us"][0] <= r["kvm"]["p50_us"][1] for r in rows),
+           "cost model: every rr cell modelled (TCG p50 and CPU), a KVM range predicted")
+        tr = res["probes"].get("trace") or []
+        ok("trace" not in ran or len(tr) == len(TRACED) and
+           all("error" not in x and x["counts"]["switches"] >= 2 for x in tr),
+           "trace probe: one request traced in each mode, the driver's sleep and wake seen")
         h = res["probes"].get("hook")
         ok("hook" not in ran or h and h["pairs"] > 0 and all(math.isfinite(h[k]) and h[k] > 0
                                         for k in ("median", "q1", "q3")) and not h["errors"],
