@@ -9,7 +9,8 @@
  *	answering with its figures and the kicks virtio-net counted
  *	(ethtool statistics rxN_kicks, txN_kicks), or with those counters
  *	alone (kicks). Where the initramfs has /bin/iperf3, it also runs
- *	an iperf3 server (TCP, make bench's tcp cells).
+ *	an iperf3 server (TCP, make bench's tcp cells), and where it has
+ *	/bin/netserver, netperf's (scripts/kvm-bench).
  * ifup IFNAME ADDR/PREFIX: give the tap device of a nested guest an
  *	address and bring it up (the outer guest's side).
  * wait, run, kicks, off: the outer guest's side: wait for a client to
@@ -316,13 +317,17 @@ static void client_run(const char *cmd, __u32 run, const char *ifname, int fd,
 		 rx0 < 0 ? -1 : rx1 - rx0, tx0 < 0 ? -1 : tx1 - tx0);
 }
 
-/* iperf3's server, in the background, its output thrown away. */
-static void start_iperf3(void)
+/*
+ * A server in the background, its output thrown away, where the
+ * initramfs has it: iperf3's (TCP, make bench's tcp cells) and netperf's
+ * (scripts/kvm-bench's netperf cells).
+ */
+static void start_server(const char *path, char *const argv[])
 {
 	static char *const envp[] = { "LD_LIBRARY_PATH=/lib", "TMPDIR=/tmp", NULL };
 	pid_t pid;
 
-	if (access("/bin/iperf3", X_OK))
+	if (access(path, X_OK))
 		return;
 	pid = fork();
 	if (pid == 0) {
@@ -333,11 +338,21 @@ static void start_iperf3(void)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		/* -J: the client gets the receiver's intervals (--get-server-output). */
-		execle("/bin/iperf3", "iperf3", "-s", "-J", (char *)NULL, envp);
+		execve(path, argv, envp);
 		_exit(127);
 	}
-	printf("%s: iperf3 -s: pid %d\n", prog, (int)pid);
+	printf("%s: %s %s: pid %d\n", prog, argv[0], argv[1] ?: "", (int)pid);
+}
+
+static void start_servers(void)
+{
+	/* -J: the client gets the receiver's intervals (--get-server-output). */
+	static char *const iperf3[] = { "iperf3", "-s", "-J", NULL };
+	/* -D: in the foreground, a child of PID 1. */
+	static char *const netserver[] = { "netserver", "-D", NULL };
+
+	start_server("/bin/iperf3", iperf3);
+	start_server("/bin/netserver", netserver);
 }
 
 static int client(void)
@@ -367,7 +382,7 @@ static int client(void)
 	server.sin_addr.s_addr = htonl((ntohl(a.s_addr) & (~0u << (32 - prefix))) | 1);
 	ctl = udp_socket(INADDR_ANY, CTL_PORT);
 	data = udp_socket(INADDR_ANY, 0);
-	start_iperf3();
+	start_servers();
 	printf("%s: ready on %s %s, server %s\n", prog, ifname, addr,
 	       inet_ntoa(server.sin_addr));
 	for (;;) {
@@ -574,7 +589,7 @@ static void usage(FILE *f)
 		"prints one JSON line: sent, received, lost, seconds, rr p50/p99 (ns),\n"
 		"the guest's rx and tx kicks; kicks prints those counters as they are.\n"
 		"SIZE defaults to 64 bytes of payload. Where /bin/iperf3 is there, the\n"
-		"client also runs 'iperf3 -s'.\n",
+		"client also runs 'iperf3 -s', and 'netserver -D' where /bin/netserver is.\n",
 		CTL_PORT, DATA_PORT);
 }
 
