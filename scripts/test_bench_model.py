@@ -123,6 +123,23 @@ class Model(unittest.TestCase):
         # Fewer events predict less on KVM too.
         self.assertLess(hi, rows["notify"]["kvm"]["p50_us"][1])
 
+    def test_kvm_counts_queued_runs_as_wakeups(self):
+        # A polling thread queued a run for every request, but the worker
+        # slept only half the time: on a host, the high end counts all.
+        k = bm.constants(PROBES, 0)
+        notify = self.cell("notify", 100.0, 10.0, [driver(idle_entries=0)])
+        half = self.cell("poll", 80.0, 110.0, [driver(kicks=0, idle_entries=0, queued=1000,
+                                                      worker_wakeups=500, worker_sleeps=500,
+                                                      poller_sleeps=0, poller_wakeups=0,
+                                                      poller_remote=0)])
+        half["counts"]["Q"] = 1.0
+        rows = {r["mode"]: r for r in bm.model([notify, half], k)}
+        kv = rows["poll"]["kvm"]
+        self.assertAlmostEqual(kv["queued_unwoken"], 0.5)
+        lo, hi = kv["p50_us"]
+        self.assertGreater(hi - lo, 0.5 * (bm.KVM_COSTS["wake_remote"][1] +
+                                           bm.KVM_COSTS["idle_exit"][1]))
+
     def test_spinner_takes_a_cpu(self):
         k = bm.constants(PROBES, 0)
         notify = self.cell("notify", 100.0, 10.0, [driver(idle_entries=0)])
