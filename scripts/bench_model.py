@@ -158,23 +158,38 @@ def finish_vector(cell, notify):
     v["Ck"] = v["S"] / saved if good and v["S"] is not None else None
 
 
+COSTS = ("evfd", "wake_local", "wake_remote", "idle_exit", "mm_switch")
+
+
 def constants(cost_lines, visit_ns=None):
     """The model's TCG constants (us) from cost_probe's lines (and the
-    visit probe's empty visit, ns): each with the probe it comes from.
-    None when a probe is missing."""
-    p = {c["probe"]: c["p50"] / 1000 for c in cost_lines if "p50" in c}
+    visit probe's empty visit, ns): each probe's p50, averaged where it
+    ran more than once (before and after the cells: TCG's speed drifts),
+    and the differences that make each constant. The model uses a
+    negative difference (noise) as 0; "raw" keeps it. None when a probe
+    is missing."""
+    runs = {}
+    for c in cost_lines:
+        if "p50" in c:
+            runs.setdefault(c["probe"], []).append(c["p50"] / 1000)
+    p = {n: sum(v) / len(v) for n, v in runs.items()}
     need = ("evfd_write", "wake_local", "wake_local_mm", "wake_remote_idle", "wake_remote_busy")
     if any(k not in p for k in need):
         return None
-    k = {
+    raw = {
         "evfd": p["evfd_write"],
-        "wake_local": max(p["wake_local"] - p["evfd_write"], 0),
-        "wake_remote": max(p["wake_remote_busy"] - p["evfd_write"], 0),
-        "idle_exit": max(p["wake_remote_idle"] - p["wake_remote_busy"], 0),
-        "mm_switch": max(p["wake_local_mm"] - p["wake_local"], 0),
-        "visit": (visit_ns or 0) / 1000,
+        "wake_local": p["wake_local"] - p["evfd_write"],
+        "wake_remote": p["wake_remote_busy"] - p["evfd_write"],
+        "idle_exit": p["wake_remote_idle"] - p["wake_remote_busy"],
+        "mm_switch": p["wake_local_mm"] - p["wake_local"],
     }
+    k = {n: max(v, 0) for n, v in raw.items()}
+    k["visit"] = (visit_ns or 0) / 1000
+    k["raw"] = raw
     k["probes"] = p
+    # How far the probes moved between their runs: the last over the
+    # first, per probe.
+    k["drift"] = {n: v[-1] / v[0] for n, v in runs.items() if len(v) > 1 and v[0] > 0}
     return k
 
 
@@ -208,7 +223,7 @@ def spinners(cell):
     if cell["mode"] in ("poll", "poll2", "pollall") and v.get("Sp") is not None:
         n += v["Sp"] < SPIN_SLEEPS
     if cell["mode"] == "busyloop" and v.get("Sw") is not None:
-        n += v["Sw"] < SPIN_SLEEPS * cell["ndev"]
+        n += cell["ndev"] * (v["Sw"] < SPIN_SLEEPS)
     return n
 
 
@@ -223,7 +238,8 @@ def spin_cpus(cell, spin_us):
     v = cell["counts"]
     rate = cell.get("buffers_per_s") or 0
     if cell["mode"] in ("poll", "poll2", "pollall"):
-        sleeps, spin, threads = v.get("Sp"), spin_us.get("poll", 0), 1
+        sleeps, spin = v.get("Sp"), spin_us.get("poll", 0)
+        threads = cell.get("worker_threads") or 1
     elif cell["mode"] == "busyloop":
         sleeps, spin, threads = v.get("Sw"), spin_us.get("busyloop", 0), cell["ndev"]
     else:
@@ -235,12 +251,14 @@ def spin_cpus(cell, spin_us):
     return threads * ((1 - s) + s * min(spin, gap) / gap)
 
 
-def model(cells, k, spin_us=None):
+def model(cells, k, spin_us=None, ncpus=None, run_s=1.0):
     """The model for every request/response cell with counts: its free
     per-request work W (latency) and Wc (CPU) fitted on the notification
     mode twin of the same device, regime and device count, the other
     modes predicted from their counts; @spin_us the spin before a sleep
-    ({"busyloop": us, "poll": us}). Returns rows."""
+    ({"busyloop": us, "poll": us}); the CPU predicted is at most @ncpus
+    CPUs; @run_s is the length of a run (the counters' asides are a
+    run's). Returns rows."""
     spin_us = spin_us or {}
     rows = []
     if not k:
@@ -261,53 +279,68 @@ def model(cells, k, spin_us=None):
         rate = c["buffers_per_s"] or 0
         spin = spin_cpus(c, spin_us)
         cpu = rate * (work_cpu + event_time(ev, k)) / 1e4 + 100 * spin
+        if ncpus:
+            cpu = min(cpu, 100.0 * ncpus)
         row = {"cell": f"{c['device']} rr x{c['ndev']} {c['regime']}", "mode": c["mode"],
                "device": c["device"], "regime": c["regime"], "ndev": c["ndev"],
                "fitted": c is base, "events": ev, "work_us": work, "work_cpu_us": work_cpu,
+               "visit_us": k["visit"],
+               # The work a host runs faster: W less notification mode's
+               # run-queue wait, which is queueing, not work.
+               "kvm_work_us": max(work - (base["counts"].get("D") or 0), 0),
                "spinners": spinners(c), "spin_cpus": spin,
                "p50_us": c["lat_p50_us"], "p50_model_us": p50,
                "cpu_pct": c["total_cpu_pct"], "cpu_model_pct": cpu}
         row["p50_err"] = p50 / c["lat_p50_us"] - 1 if c["lat_p50_us"] else None
         row["cpu_err"] = (cpu / c["total_cpu_pct"] - 1) if c.get("total_cpu_pct") else None
-        row["lacks"] = lacks(row, c)
+        row["lacks"] = lacks(row, c, run_s)
         row["kvm"] = kvm_prediction(row, c)
         rows.append(row)
     return rows
 
 
-def lacks(row, c):
+def lacks(row, c, run_s=1.0):
     """What the model leaves out, where it misses a cell by more than the
-    tolerance: the figures that say so, or "not explained by the counts"
-    where none does."""
+    tolerance: each cause the figures show large enough to cover the
+    miss, or "not explained by the counts" where none is."""
     out = []
     v = c["counts"]
     d = v.get("D")
+    rate = c.get("buffers_per_s") or 0
     for name, err, got, want in (("p50", row["p50_err"], row["p50_us"], row["p50_model_us"]),
                                  ("CPU", row["cpu_err"], row["cpu_pct"], row["cpu_model_pct"])):
         if err is None or abs(err) <= TOLERANCE:
             continue
         why = []
-        # Time on a run queue is a wait no event count carries: it
-        # explains a request slower than modelled by as much as itself,
-        # or half of it.
-        if name == "p50" and err < 0 and d is not None and d >= 0.5 * (got - want):
+        if row["work_us"] < 0:
+            why.append(f"the counted events alone exceed notification mode's p50 "
+                       f"(W = {row['work_us']:.1f} us): this boot's probe constants "
+                       "overstate its events' cost")
+        # Time on a run queue is a wait no event carries: it explains a
+        # request slower than modelled by as much as itself.
+        if name == "p50" and err < 0 and d is not None and d >= got - want:
             why.append(f"tasks waited {d:.1f} us a request on a run queue (a spinner "
                        "shares the vCPUs), not an event the model counts")
-        if name == "CPU" and row["spinners"] and err > 0 and c.get("worker_asides"):
-            why.append(f"the polling thread stepped aside {c['worker_asides']:.0f} times for "
-                       "others on its CPU: it did not spin a whole CPU")
-        if name == "CPU" and d is not None and d > 0.2 * (c.get("lat_p50_us") or 0) and err > 0:
-            why.append(f"tasks waited {d:.1f} us a request on a run queue: a spinner that "
-                       "waits to run spins less than its sleeps say")
+        # A spinner that waits to run, or steps aside, spins less than its
+        # sleeps say: by the CPU of that wait.
+        if name == "CPU" and err > 0 and row["spin_cpus"]:
+            waited = d * rate / 1e4 if d is not None else 0
+            aside = (c.get("worker_aside_us") or 0) / (run_s * 1e4)
+            if waited >= want - got:
+                why.append(f"tasks waited {waited:.0f}% of a CPU on run queues: a spinner "
+                           "that waits to run spins less than its sleeps say")
+            elif aside >= want - got:
+                why.append(f"the polling thread stepped aside {aside:.0f}% of a CPU "
+                           "for others: it did not spin a whole CPU")
         out.append(f"{name} off by {err * 100:+.0f}%: " +
                    ("; ".join(why) or "not explained by the counts"))
     return out
 
 
 def kvm_prediction(row, c):
-    """The same counts at a current x86 host's published costs: p50 and
-    CPU per request as ranges (low, high), the per-request work taken as
-    TCG's over TCG_INFLATION. The high end also counts as a wake-up
+    """The same counts at a current x86 host's published costs: p50 as a
+    range (low, high), the per-request work and a polled find's half
+    visit taken as TCG's over TCG_INFLATION. The high end also counts as a wake-up
     across CPUs, with an idle exit, every handler run a polling thread
     queued that found its worker not yet asleep (Q - Hw): here the worker
     may share a vCPU with its driver; on a host it has a CPU of its own."""
@@ -322,15 +355,15 @@ def kvm_prediction(row, c):
             ev["idle"] += extra
         t = (ev["kicks"] * cost["exit"] + ev["local"] * cost["wake_local"] +
              ev["remote"] * cost["wake_remote"] + ev["idle"] * cost["idle_exit"] +
-             ev["mm"] * cost["mm_switch"])
-        work = max(row["work_us"], 0) / TCG_INFLATION[1 - i]
+             ev["mm"] * cost["mm_switch"] +
+             ev["found"] * row.get("visit_us", 0) / 2 / TCG_INFLATION[1 - i])
+        work = row["kvm_work_us"] / TCG_INFLATION[1 - i]
         lo_hi.append(work + t)
-    kick = (KVM_COSTS["exit"][0] + KVM_COSTS["wake_remote"][0],
-            KVM_COSTS["exit"][1] + KVM_COSTS["wake_remote"][1] + KVM_COSTS["idle_exit"][1])
-    return {"p50_us": lo_hi, "events_us": [lo_hi[0] - max(row["work_us"], 0) / TCG_INFLATION[1],
-                                           lo_hi[1] - max(row["work_us"], 0) / TCG_INFLATION[0]],
+    kick = kick_cost_default()
+    return {"p50_us": lo_hi, "events_us": [lo_hi[0] - row["kvm_work_us"] / TCG_INFLATION[1],
+                                           lo_hi[1] - row["kvm_work_us"] / TCG_INFLATION[0]],
             "spinning_cpus": row["spinners"], "kick_us": list(kick),
-            "queued_unwoken": extra}
+            "queued_unwoken": extra, "work_clamped": row["work_us"] < 0}
 
 
 def kick_cost_default():
@@ -400,11 +433,17 @@ def model_lines(rows, k):
     out = ["cost model constants (TCG, this boot, us): " +
            ", ".join(f"{n} {k[n]:.2f}" for n in ("evfd", "wake_local", "wake_remote",
                                                    "idle_exit", "mm_switch", "visit")),
+           "cost probe drift, after the cells over before: " +
+           (", ".join(f"{n} x{r:.2f}" for n, r in sorted(k.get("drift", {}).items())) or "-"),
            "cost model, rr cells (W fitted on each notify cell; the others predicted):",
            "  cell | mode | p50 measured / model / error | CPU % measured / model / error | "
            "KVM p50 predicted (us)"]
     for r in rows:
         kv = r["kvm"]["p50_us"]
+        if r["fitted"]:
+            out.append(f"  {r['cell']}: W {r['work_us']:.1f} us a request"
+                       + (" (negative: the events alone exceed the p50)"
+                          if r["work_us"] < 0 else ""))
         out.append(f"  {r['cell']} | {r['mode']}{' (fit)' if r['fitted'] else ''} | "
                    f"{fmt(r['p50_us'], 1)} / {fmt(r['p50_model_us'], 1)} / "
                    f"{fmt(r['p50_err'] * 100 if r['p50_err'] is not None else None, 0)}% | "
@@ -474,11 +513,13 @@ def trace_request(text, pid, max_lines=40, unkicked=False):
     i, j = spans[len(spans) // 2]
     span = ev[i:j + 1]
     t0 = span[0][0]
-    counts = {"wakeups": 0, "wakeups_remote": 0, "switches": 0, "ipis": 0, "idle_entries": 0}
+    counts = {"wakeups": 0, "wakeups_remote": 0, "switches": 0, "ipis": 0, "idle_entries": 0,
+              "driver_woken": 0}
     lines = []
     for ts, cpu, task, tpid, event, f, rest in span:
         if event == "sched_waking":
             counts["wakeups"] += 1
+            counts["driver_woken"] += f.get("pid") == str(pid)
             counts["wakeups_remote"] += int(f.get("target_cpu", cpu)) != cpu
         elif event == "sched_switch":
             counts["switches"] += 1

@@ -142,7 +142,12 @@ def parse_schedstat(text):
     return out
 
 
-def parse_interrupts(text, names=("RES", "CAL")):
+# Reschedule and function-call IPIs; posted-interrupt notifications and
+# wake-ups (how vhost's call reaches a running or a halted vCPU).
+IRQ_ROWS = ("RES", "CAL", "PIN", "PIW")
+
+
+def parse_interrupts(text, names=IRQ_ROWS):
     """/proc/interrupts: {name: {cpu: count}} for the rows @names, the
     columns numbered by the header's CPUn."""
     lines = (text or "").splitlines()
@@ -614,7 +619,7 @@ def delta_counts(before, after, cpus, pids, schedstats):
             counts[k] = None
         missing["idle_entries"] = ("no /proc/schedstat (CONFIG_SCHEDSTATS)" if not s1 else
                                    "schedstats off (kernel.sched_schedstats)")
-    for name in ("RES", "CAL"):
+    for name in IRQ_ROWS:
         i0, i1 = before["irq"].get(name), after["irq"].get(name)
         key = "ipi_" + name.lower()
         if i1 is None:
@@ -883,6 +888,10 @@ def run(a):
             "guest_mem": a.mem, "guests": a.guests, "modes": a.modes, "regimes": a.regimes,
             "workloads": a.workloads, "secs": a.secs, "reps": a.reps,
             "busyloop_us": a.poll_us, "poll_start_rate": a.rate, "poll_stop_idle": a.stop_idle,
+            # KVM's halt-polling window: it polls in the vCPU thread, and
+            # moves the wake-ups and idle entries counted here.
+            "halt_poll_ns": (read("/sys/module/kvm/parameters/halt_poll_ns") or "").strip()
+            or None,
             "module": a.ko or "modprobe vhost_poll",
             "guest_kernel": os.path.join(os.environ.get("VHOST_POLL_KDIR", ""), "vmlinux"),
             "schedstats": schedstats, "perf": perf_ok, "perf_why": None if perf_ok else a.perf_why,

@@ -106,10 +106,15 @@ class Model(unittest.TestCase):
         # The same work with no kick and one wake-up fewer: 79 + 10.
         fewer = self.cell("hooked", 89.0, 9.0, [driver(kicks=0, worker_wakeups=0,
                                                        idle_entries=0)])
-        # A cell slower than its counts say.
+        # A cell slower than its counts say, by 111 us: 120 us a request
+        # on a run queue covers it; in a twin, 60 us does not.
         slow = self.cell("pollall", 200.0, 10.0, [driver(kicks=0, worker_wakeups=0,
-                                                         idle_entries=0, run_delay_ns=90_000_000)])
+                                                         idle_entries=0, run_delay_ns=120_000_000)])
         rows = {r["mode"]: r for r in bm.model([notify, fewer, slow], k)}
+        slower = dict(slow, counts=bm.rep_counts([driver(kicks=0, worker_wakeups=0, idle_entries=0,
+                                                         run_delay_ns=60_000_000)]))
+        short = {r["mode"]: r for r in bm.model([notify, slower], k)}["pollall"]
+        self.assertEqual(short["lacks"], ["p50 off by -55%: not explained by the counts"])
         self.assertTrue(rows["notify"]["fitted"])
         self.assertAlmostEqual(rows["notify"]["p50_err"], 0.0)
         self.assertAlmostEqual(rows["notify"]["work_us"], 79.0)
@@ -122,6 +127,43 @@ class Model(unittest.TestCase):
         self.assertLess(lo, hi)
         # Fewer events predict less on KVM too.
         self.assertLess(hi, rows["notify"]["kvm"]["p50_us"][1])
+
+    def test_negative_work_is_named(self):
+        # Events that add up to more than notification mode's p50.
+        k = bm.constants(PROBES, 0)
+        notify = self.cell("notify", 20.0, 10.0, [driver(idle_entries=0)])
+        other = self.cell("hooked", 40.0, 10.0, [driver(idle_entries=0)])
+        rows = {r["mode"]: r for r in bm.model([notify, other], k)}
+        self.assertLess(rows["hooked"]["work_us"], 0)
+        self.assertTrue(rows["hooked"]["kvm"]["work_clamped"])
+        self.assertTrue(any("overstate" in w for w in rows["hooked"]["lacks"]))
+
+    def test_cpu_at_most_the_cpus(self):
+        k = bm.constants(PROBES, 0)
+        notify = self.cell("notify", 100.0, 150.0, [driver(idle_entries=0)])
+        busy = dict(self.cell("busyloop", 100.0, 200.0, [driver(idle_entries=0, worker_sleeps=0,
+                                                                worker_wakeups=0)] * 4), ndev=4)
+        notify4 = dict(notify, ndev=4)
+        row = {r["mode"]: r for r in bm.model([notify4, busy], k, ncpus=2)}["busyloop"]
+        self.assertEqual(row["spinners"], 4)
+        self.assertEqual(row["cpu_model_pct"], 200.0)
+
+    def test_two_polling_threads_spin_two_cpus(self):
+        c = {"mode": "poll2", "ndev": 4, "worker_threads": 2, "buffers_per_s": 1000.0,
+             "counts": {"Sp": 0.0}}
+        self.assertAlmostEqual(bm.spin_cpus(c, {"poll": 8000}), 2.0)
+        c["worker_threads"] = None
+        self.assertAlmostEqual(bm.spin_cpus(c, {"poll": 8000}), 1.0)
+
+    def test_constants_average_runs_and_keep_raw(self):
+        later = [dict(p, p50=p["p50"] * 2) for p in PROBES]
+        k = bm.constants(PROBES + later, 0)
+        self.assertAlmostEqual(k["evfd"], 1.5)
+        self.assertAlmostEqual(k["drift"]["wake_local"], 2.0)
+        odd = [dict(p, p50=20000) if p["probe"] == "wake_remote_idle" else p for p in PROBES]
+        k = bm.constants(odd, 0)
+        self.assertEqual(k["idle_exit"], 0)
+        self.assertLess(k["raw"]["idle_exit"], 0)
 
     def test_kvm_counts_queued_runs_as_wakeups(self):
         # A polling thread queued a run for every request, but the worker

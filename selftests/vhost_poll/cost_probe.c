@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -62,6 +63,20 @@ static int cmp_ll(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The first two CPUs this process may run on, in @cpu; how many of two. */
+static int two_cpus(int cpu[2])
+{
+	cpu_set_t set;
+	int c, n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 0;
+	for (c = 0; c < CPU_SETSIZE && n < 2; c++)
+		if (CPU_ISSET(c, &set))
+			cpu[n++] = c;
+	return n;
+}
+
 static int pin_self(int cpu)
 {
 	cpu_set_t set;
@@ -85,10 +100,20 @@ static void print_skip(const char *name, const char *why)
 	fflush(stdout);
 }
 
+/* A side that waits this long for the other has lost it. */
+#define WAIT_MS 5000
+
 static int evfd_wait(int fd)
 {
+	struct pollfd p = { .fd = fd, .events = POLLIN };
 	__u64 v;
+	int n;
 
+	do
+		n = poll(&p, 1, WAIT_MS);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return n ? -errno : -ETIMEDOUT;
 	while (read(fd, &v, sizeof(v)) != sizeof(v))
 		if (errno != EINTR)
 			return -errno;
@@ -102,17 +127,24 @@ static int evfd_post(int fd)
 	return write(fd, &v, sizeof(v)) == sizeof(v) ? 0 : -errno;
 }
 
-/* The responder: wait for a ping, answer with a pong, @rounds times. */
+/*
+ * The responder: wait for a ping, answer with a pong, @rounds times. On
+ * a failure it still answers once, so that the initiator sees it end.
+ */
 static void *responder(void *arg)
 {
 	struct pingpong *p = arg;
 	long i;
 
-	if (pin_self(p->cpu))
+	if (pin_self(p->cpu)) {
+		evfd_post(p->pong);
 		return (void *)1L;
+	}
 	for (i = 0; i < p->rounds; i++)
-		if (evfd_wait(p->ping) || evfd_post(p->pong))
+		if (evfd_wait(p->ping) || evfd_post(p->pong)) {
+			evfd_post(p->pong);
 			return (void *)1L;
+		}
 	return NULL;
 }
 
@@ -212,13 +244,13 @@ static void *spinner(void *arg)
 	return NULL;
 }
 
-static int probe_evfd_write(long rounds, long long *ns)
+static int probe_evfd_write(long rounds, int cpu, long long *ns)
 {
 	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	__u64 v;
 	long i;
 
-	if (fd < 0 || pin_self(0))
+	if (fd < 0 || pin_self(cpu))
 		return -1;
 	for (i = 0; i < rounds; i++) {
 		long long t0 = now_ns();
@@ -252,6 +284,7 @@ int main(int argc, char **argv)
 	pthread_t spin[2];
 	long long *ns;
 	long count = 2000;
+	int cpu[2] = { 0, 0 };
 	bool two;
 	int i, fail = 0;
 
@@ -272,36 +305,36 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cost_probe: out of memory\n");
 		return 1;
 	}
-	two = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
-	if (probe_evfd_write(count, ns)) {
+	two = two_cpus(cpu) == 2;
+	if (probe_evfd_write(count, cpu[0], ns)) {
 		fprintf(stderr, "cost_probe: evfd_write: %s\n", strerror(errno));
 		fail = 1;
 	}
-	if (probe_threads("wake_local", count, 0, 0, ns)) {
+	if (probe_threads("wake_local", count, cpu[0], cpu[0], ns)) {
 		fprintf(stderr, "cost_probe: wake_local: %s\n", strerror(errno));
 		fail = 1;
 	}
-	if (probe_processes("wake_local_mm", count, 0, ns)) {
+	if (probe_processes("wake_local_mm", count, cpu[0], ns)) {
 		fprintf(stderr, "cost_probe: wake_local_mm: %s\n", strerror(errno));
 		fail = 1;
 	}
 	if (!two) {
-		print_skip("wake_remote_idle", "one CPU online");
-		print_skip("wake_remote_busy", "one CPU online");
+		print_skip("wake_remote_idle", "one CPU allowed");
+		print_skip("wake_remote_busy", "one CPU allowed");
 		free(ns);
 		return fail;
 	}
-	if (probe_threads("wake_remote_idle", count, 0, 1, ns)) {
+	if (probe_threads("wake_remote_idle", count, cpu[0], cpu[1], ns)) {
 		fprintf(stderr, "cost_probe: wake_remote_idle: %s\n", strerror(errno));
 		fail = 1;
 	}
 	for (i = 0; i < 2; i++)
-		if (pthread_create(&spin[i], NULL, spinner, (void *)(long)i)) {
+		if (pthread_create(&spin[i], NULL, spinner, (void *)(long)cpu[i])) {
 			fprintf(stderr, "cost_probe: no spinner thread\n");
 			free(ns);
 			return 1;
 		}
-	if (probe_threads("wake_remote_busy", count, 0, 1, ns)) {
+	if (probe_threads("wake_remote_busy", count, cpu[0], cpu[1], ns)) {
 		fprintf(stderr, "cost_probe: wake_remote_busy: %s\n", strerror(errno));
 		fail = 1;
 	}

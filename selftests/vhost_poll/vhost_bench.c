@@ -240,14 +240,15 @@ static void read_schedstat(struct counts *c)
 /* The line of /proc/interrupts named @name ("RES:"), summed over CPUs. */
 static __s64 irq_count(const char *name)
 {
-	size_t len = strlen(name);
-	char line[1024], *p, *end;
+	size_t len = strlen(name), cap = 0;
+	char *line = NULL, *p, *end;
 	__s64 sum = -1;
 	FILE *f = fopen("/proc/interrupts", "re");
 
 	if (!f)
 		return -1;
-	while (sum < 0 && fgets(line, sizeof(line), f)) {
+	/* A line has a column a CPU: as long as it takes. */
+	while (sum < 0 && getline(&line, &cap, f) > 0) {
 		for (p = line; *p == ' '; p++)
 			;
 		if (strncmp(p, name, len))
@@ -261,6 +262,7 @@ static __s64 irq_count(const char *name)
 			sum += v;
 		}
 	}
+	free(line);
 	fclose(f);
 	return sum;
 }
