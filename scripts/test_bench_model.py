@@ -128,6 +128,17 @@ class Model(unittest.TestCase):
         # Fewer events predict less on KVM too.
         self.assertLess(hi, rows["notify"]["kvm"]["p50_us"][1])
 
+    def test_queueing_carried_in_w_is_named(self):
+        # Notification mode waited 100 us a request on run queues, all in
+        # W; a mode that waits none is faster than modelled by as much.
+        k = bm.constants(PROBES, 0)
+        notify = self.cell("notify", 200.0, 10.0, [driver(idle_entries=0,
+                                                          run_delay_ns=100_000_000)])
+        calm = self.cell("poll", 110.0, 10.0, [driver(idle_entries=0)])
+        row = {r["mode"]: r for r in bm.model([notify, calm], k)}["poll"]
+        self.assertGreater(row["p50_err"], 0.2)
+        self.assertTrue(any("W carries" in w for w in row["lacks"]), row["lacks"])
+
     def test_negative_work_is_named(self):
         # Events that add up to more than notification mode's p50.
         k = bm.constants(PROBES, 0)
