@@ -405,10 +405,13 @@ def sane(v):
             bad.append(f"{key} {v[key]:.3f} wake-ups a request > 2")
     if v.get("Q") is not None and v["Q"] > 2.05:
         bad.append(f"Q {v['Q']:.3f} queued runs a request > 2")
-    if (v.get("Hd") is not None and v.get("Sd") is not None and
-            abs(v["Hd"] - v["Sd"]) > 0.05 + 0.1 * max(v["Hd"], v["Sd"])):
-        bad.append(f"the driver's wake-ups ({v['Hd']:.3f}) and sleeps ({v['Sd']:.3f}) "
-                   "disagree")
+    # Every sleep ends in a wake-up: each thread's two counts agree, but
+    # for the edges of the window.
+    for whose, h, sl in (("driver's", "Hd", "Sd"), ("worker's", "Hw", "Sw"),
+                         ("polling threads'", "Hp", "Sp")):
+        if (v.get(h) is not None and v.get(sl) is not None and
+                abs(v[h] - v[sl]) > 0.05 + 0.1 * max(v[h], v[sl])):
+            bad.append(f"the {whose} wake-ups ({v[h]:.3f}) and sleeps ({v[sl]:.3f}) disagree")
     return bad
 
 

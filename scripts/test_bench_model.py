@@ -67,7 +67,11 @@ class CountVector(unittest.TestCase):
         bad = bm.sane(bm.rep_counts([driver(driver_wakeups=5000, driver_sleeps=5000)]))
         self.assertTrue(any("Hd" in b for b in bad), bad)
         bad = bm.sane(bm.rep_counts([driver(driver_sleeps=10)]))
-        self.assertTrue(any("disagree" in b for b in bad), bad)
+        self.assertTrue(any("driver's wake-ups" in b for b in bad), bad)
+        bad = bm.sane(bm.rep_counts([driver(worker_sleeps=400)]))
+        self.assertTrue(any("worker's wake-ups" in b for b in bad), bad)
+        bad = bm.sane(bm.rep_counts([driver(poller_wakeups=900, poller_sleeps=10)]))
+        self.assertTrue(any("polling threads' wake-ups" in b for b in bad), bad)
 
     def test_saved_kicks_and_cost(self):
         notify = {"counts": bm.rep_counts([driver()]), "total_cpu_pct": 100.0,
