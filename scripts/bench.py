@@ -1088,9 +1088,13 @@ def tcp_run(i, workload, streams, ms):
 def run_guest_cell(raw, rec, procs, workload, ms):
     """One workload on every nested guest at once; its figures, or the
     error, recorded in raw["cells"]."""
+    # The count vector as scripts/kvm-bench counts a host's guests (it
+    # imports this file: here, at call time).
+    import kvm_bench
     w0 = worker_counters()
     vqs0 = vq_rows()
     before = cpu_snapshot(procs)
+    counts0 = kvm_bench.snapshot(procs)
     t0 = time.monotonic_ns()
     try:
         if workload in TCP_WORKLOADS:
@@ -1099,9 +1103,11 @@ def run_guest_cell(raw, rec, procs, workload, ms):
             outs = traffic_run(len(procs), workload, ms)
         wall = time.monotonic_ns() - t0
         after = cpu_snapshot(procs)
+        counts1 = kvm_bench.snapshot(procs)
         vqs1 = vq_rows()
         rec["drivers"] = [guest_figures(o, rec["mode"], before, after, wall, vqs0, vqs1, p.pid)
                           for o, p in zip(outs, procs)]
+        rec["counts"] = guest_counts(kvm_bench, counts0, counts1, procs, rec["drivers"])
         rec["polled_vqs_at_start"] = 0
         rec["cpus"] = cpus_seen([p.pid for p in procs])
     except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
@@ -1112,6 +1118,21 @@ def run_guest_cell(raw, rec, procs, workload, ms):
                      for k in ("asides", "aside_us", "refused", "passes", "naps", "nap_us")
                      if k in w1}
     raw["cells"].append(rec)
+
+
+def guest_counts(kvm_bench, before, after, procs, drivers):
+    """A guest cell's count vector per packet, counted as scripts/kvm-bench
+    counts a host's: the nested guests' vCPU threads stand for the driver
+    (Hd, Sd), their vhost workers (Hw, Sw), the polling threads (Hp, Sp);
+    E the guests' kicks."""
+    with open(SCHEDSTATS) as f:
+        on = f.read().strip() == "1"
+    counts, _ = kvm_bench.delta_counts(before, after, set(range(os.cpu_count())),
+                                       {p.pid for p in procs}, on)
+    counts["requests"] = sum(d["buffers_per_s"] * d["seconds"] for d in drivers)
+    counts["guest_kicks"] = sum(d["kicks"] for d in drivers)
+    counts["exits"] = None
+    return kvm_bench.per_request(counts)
 
 
 def guest_cells(raw, out_dir, groups, reps, stop_idle, ms, t_start):
@@ -1295,8 +1316,11 @@ def summarise(raw, env, accel):
         if "error" in c:
             errors.setdefault(key, []).append(c["error"])
         else:
-            groups[key].append(dict(rep_figures(c["drivers"], c["mode"] in LOADED),
-                                    cpus=c.get("cpus", {}), **{
+            fig = rep_figures(c["drivers"], c["mode"] in LOADED)
+            # A nested guest's vector is the cell's, not its drivers'.
+            if c.get("counts") is not None:
+                fig["counts"] = c["counts"]
+            groups[key].append(dict(fig, cpus=c.get("cpus", {}), **{
                 "worker_" + k: v for k, v in c.get("worker", {}).items()}))
     cells = []
     for key, reps in groups.items():
@@ -2181,6 +2205,9 @@ def check(out_dir):
                    f"{name}: iperf3 ran: Mbit/s, retransmits and empty intervals measured")
             if c["device"] == "guest":
                 ok(c["all_used_once"], f"{name}: no packet lost, every request answered")
+                bad = bench_model.sane(c.get("counts"), guest=True)
+                ok(not bad, f"{name}: count vector present and possible"
+                   + (f" ({'; '.join(bad)})" if bad else ""))
                 ok((c["vq_kicks_per_1000"] is not None) == (c["mode"] != "notify") and
                    (c["entries_per_s_vq"] is not None) == (c["mode"] != "notify"),
                    f"{name}: vhost_poll's per-vq counters read where it is loaded")

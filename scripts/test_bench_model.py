@@ -73,6 +73,17 @@ class CountVector(unittest.TestCase):
         bad = bm.sane(bm.rep_counts([driver(poller_wakeups=900, poller_sleeps=10)]))
         self.assertTrue(any("polling threads' wake-ups" in b for b in bad), bad)
 
+    def test_sane_for_a_nested_guest(self):
+        # A guest may kick both queues for a packet, and its vCPU halts
+        # and wakes for more than packets; its threads' wake-ups and
+        # sleeps still agree.
+        v = {"E": 1.6, "Hd": 5.0, "Hw": 1.0, "Sd": 5.1, "Sw": 1.0, "I": 3.0}
+        self.assertEqual(bm.sane(v, guest=True), [])
+        self.assertTrue(bm.sane(v))
+        self.assertTrue(bm.sane(dict(v, E=2.5), guest=True))
+        self.assertTrue(bm.sane(dict(v, Sd=1.0), guest=True))
+        self.assertTrue(bm.sane(dict(v, I=-0.1), guest=True))
+
     def test_saved_kicks_and_cost(self):
         notify = {"counts": bm.rep_counts([driver()]), "total_cpu_pct": 100.0,
                   "buffers_per_s": 1000.0}
