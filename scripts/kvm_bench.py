@@ -36,9 +36,8 @@ TOP = B.TOP
 NESTED = B.NESTED
 TRAFFIC = B.TRAFFIC
 INITRAMFS = os.path.join(TOP, "build", "nested", "initramfs.cpio")
-PARAMS = "/sys/module/vhost_poll/parameters/"
-VQS = "/sys/kernel/debug/vhost_poll/vqs"
-SCHEDSTATS = "/proc/sys/kernel/sched_schedstats"
+PARAMS, VQS = B.PARAMS, B.VQS
+SCHEDSTATS = B.SCHEDSTATS
 
 MODES = ("notify", "busyloop", "poll")
 # shared: the guests, their vhost workers, the polling threads and the
@@ -455,17 +454,8 @@ def plan(a):
 
 # ------------------------------------------------------------- the host
 
-def sh(*cmd):
-    subprocess.run(cmd, check=True)
-
-
-def loaded():
-    return os.path.exists("/sys/module/vhost_poll")
-
-
-def set_param(name, value):
-    with open(PARAMS + name, "w") as f:
-        f.write(f"{value}\n")
+# The module's controls, as make bench drives them.
+sh, loaded, set_param = B.sh, B.loaded, B.set_param
 
 
 def set_mode(a, mode, regime):

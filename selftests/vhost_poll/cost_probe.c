@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/types.h>
+#include "probe_time.h"
 
 struct pingpong {
 	int ping, pong;		/* eventfds: to the responder, and back */
@@ -47,21 +48,6 @@ struct pingpong {
 };
 
 static int spinners_stop;
-
-static long long now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* The first two CPUs this process may run on, in @cpu; how many of two. */
 static int two_cpus(int cpu[2])

@@ -20,21 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
-
-static long long now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
-}
+#include "probe_time.h"
 
 static void usage(FILE *f)
 {
