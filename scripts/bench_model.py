@@ -113,8 +113,11 @@ def rep_counts(drivers):
                 if machine("res_ipis") is not None and machine("cal_ipis") is not None
                 else None),
         "I": machine("idle_entries"),
-        "M": (k0["mm_switches"] / k0["passes"]
-              if k0.get("passes", -1) > 0 and k0.get("mm_switches", -1) >= 0 else None),
+        # The polling threads' switches, as the first driver printed them
+        # (its "mm_switches", over the same window).
+        "M": (drivers[0]["mm_switches"] / k0["passes"]
+              if k0.get("passes", -1) > 0 and drivers[0].get("mm_switches", -1) >= 0
+              else None),
         "passes": machine("passes"),
         "poll_work": _per(own("poll_work"), n),
         "D": (machine("run_delay_ns") / 1000 if machine("run_delay_ns") is not None else None),

@@ -17,11 +17,12 @@ def driver(buffers=1000, secs=1.0, kicks=1000, **counts):
             "worker_sleeps": buffers, "poller_wakeups": -1, "poller_remote": -1,
             "poller_sleeps": -1, "idle_entries": 2 * buffers, "wakeups": 2 * buffers,
             "wakeups_local": 2 * buffers, "run_delay_ns": 0, "res_ipis": 0, "cal_ipis": 0,
-            "passes": -1, "mm_switches": -1, "empty_visits": -1, "vq_kicks": -1,
+            "passes": -1, "vq_kicks": -1,
             "poll_work": -1, "notify_work": -1, "queued": -1}
+    mm = counts.pop("mm_switches", 0)
     base.update(counts)
     return {"buffers": buffers, "buffers_per_s": buffers / secs, "kicks": kicks,
-            "seconds": secs, "counts": base}
+            "seconds": secs, "mm_switches": mm, "counts": base}
 
 
 PROBES = [{"probe": "evfd_write", "p10": 900, "p50": 1000, "p90": 1100},
@@ -41,6 +42,11 @@ class CountVector(unittest.TestCase):
         self.assertAlmostEqual(v["I"], 1.5)
         self.assertAlmostEqual(v["Wr"], 0.5)
         self.assertIsNone(v["Hp"])
+
+    def test_switches_per_pass(self):
+        v = bm.rep_counts([driver(passes=500, mm_switches=250)])
+        self.assertAlmostEqual(v["M"], 0.5)
+        self.assertIsNone(bm.rep_counts([driver()])["M"])
 
     def test_machine_counts_over_all_drivers(self):
         # Two drivers of 1000 requests a second each: the machine's

@@ -151,7 +151,7 @@ struct task_counts {
 struct counts {
 	struct task_counts driver, worker, pollers;
 	__s64 goidle, ttwu, ttwu_local, run_delay_ns, res_ipis, cal_ipis;
-	__s64 passes, mm_switches, empty_visits;
+	__s64 passes;
 	struct vp_vq_row vq;
 	int vq_rows;
 };
@@ -277,14 +277,10 @@ static void counts_snap(struct counts *c, int worker)
 	task_counts(worker, &c->worker);
 	c->pollers = (struct task_counts){ 0, 0, 0 };
 	c->passes = n < 0 ? -1 : 0;
-	c->mm_switches = c->passes;
-	c->empty_visits = c->passes;
 	for (i = 0; i < n; i++) {
 		task_counts(w[i].pid, &t);
 		add_task_counts(&c->pollers, &t);
 		c->passes += w[i].passes;
-		c->mm_switches += w[i].mm_switches;
-		c->empty_visits += w[i].empty_visits;
 	}
 	if (n <= 0)
 		c->pollers = (struct task_counts){ -1, -1, -1 };
@@ -321,8 +317,6 @@ static void print_counts(const struct counts *a, const struct counts *b, __u64 n
 	print_delta("res_ipis", a->res_ipis, b->res_ipis);
 	print_delta("cal_ipis", a->cal_ipis, b->cal_ipis);
 	print_delta("passes", a->passes, b->passes);
-	print_delta("mm_switches", a->mm_switches, b->mm_switches);
-	print_delta("empty_visits", a->empty_visits, b->empty_visits);
 	print_delta("vq_kicks", vq ? (__s64)a->vq.kicks : -1, (__s64)b->vq.kicks);
 	print_delta("poll_work", vq ? (__s64)a->vq.poll_work : -1, (__s64)b->vq.poll_work);
 	print_delta("notify_work", vq ? (__s64)a->vq.notify_work : -1, (__s64)b->vq.notify_work);
