@@ -25,6 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_model  # noqa: E402
+import host_counts  # noqa: E402
+from host_counts import tap_packets, worker_counters  # noqa: E402,F401
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join(TOP, "selftests", "vhost_poll", "vhost_bench")
@@ -35,8 +37,8 @@ SCHEDSTATS = "/proc/sys/kernel/sched_schedstats"
 # through a gap of a few to a few tens of microseconds.
 NAPS_NS = (1000, 5000, 20000)
 PARAMS = "/sys/module/vhost_poll/parameters/"
-WORKER = "/sys/kernel/debug/vhost_poll/worker"
-VQS = "/sys/kernel/debug/vhost_poll/vqs"
+WORKER = host_counts.WORKER
+VQS = host_counts.VQS
 NESTED = os.path.join(TOP, "scripts", "nested-guest")
 TRAFFIC = os.path.join(TOP, "build", "nested", "guest_traffic")
 GUEST_MODES = ("notify", "hooked", "poll")
@@ -458,24 +460,6 @@ def trace_run(dev, mode):
     else:
         rec.update(req)
     return rec
-
-
-def worker_counters():
-    """The polling threads' counters (debugfs worker file, a row per
-    thread) summed into a dict, with "threads" their number; {} when
-    vhost_poll is not loaded."""
-    try:
-        with open(WORKER) as f:
-            names = f.readline().split()
-            rows = [dict(zip(names, map(int, line.split()))) for line in f if line.strip()]
-    except (OSError, ValueError):
-        return {}
-    out = {"threads": len(rows), "pids": [r["pid"] for r in rows if "pid" in r]}
-    for r in rows:
-        for k, v in r.items():
-            if k not in ("pid", "thread"):
-                out[k] = out.get(k, 0) + v
-    return out
 
 
 def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
@@ -1026,15 +1010,6 @@ def guest_kicks(i):
     return k["rx_kicks"], k["tx_kicks"]
 
 
-def tap_packets(i):
-    """Packets through nested guest @i's tap, both ways."""
-    n = 0
-    for d in ("rx", "tx"):
-        with open(f"/sys/class/net/vpg{i}/statistics/{d}_packets") as f:
-            n += int(f.read())
-    return n
-
-
 def tcp_run(i, workload, streams, ms):
     """iperf3 against nested guest @i's server: @streams TCP streams for
     @ms, the guest receiving (tcp-rx) or sending (tcp-tx, -R), intervals
@@ -1088,13 +1063,10 @@ def tcp_run(i, workload, streams, ms):
 def run_guest_cell(raw, rec, procs, workload, ms):
     """One workload on every nested guest at once; its figures, or the
     error, recorded in raw["cells"]."""
-    # The count vector as scripts/kvm-bench counts a host's guests (it
-    # imports this file: here, at call time).
-    import kvm_bench
     w0 = worker_counters()
     vqs0 = vq_rows()
     before = cpu_snapshot(procs)
-    counts0 = kvm_bench.snapshot(procs)
+    counts0 = host_counts.snapshot(procs)
     t0 = time.monotonic_ns()
     try:
         if workload in TCP_WORKLOADS:
@@ -1103,11 +1075,11 @@ def run_guest_cell(raw, rec, procs, workload, ms):
             outs = traffic_run(len(procs), workload, ms)
         wall = time.monotonic_ns() - t0
         after = cpu_snapshot(procs)
-        counts1 = kvm_bench.snapshot(procs)
+        counts1 = host_counts.snapshot(procs)
         vqs1 = vq_rows()
         rec["drivers"] = [guest_figures(o, rec["mode"], before, after, wall, vqs0, vqs1, p.pid)
                           for o, p in zip(outs, procs)]
-        rec["counts"] = guest_counts(kvm_bench, counts0, counts1, procs, rec["drivers"])
+        rec["counts"] = guest_counts(counts0, counts1, procs, rec["drivers"])
         rec["polled_vqs_at_start"] = 0
         rec["cpus"] = cpus_seen([p.pid for p in procs])
     except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
@@ -1120,19 +1092,19 @@ def run_guest_cell(raw, rec, procs, workload, ms):
     raw["cells"].append(rec)
 
 
-def guest_counts(kvm_bench, before, after, procs, drivers):
+def guest_counts(before, after, procs, drivers):
     """A guest cell's count vector per packet, counted as scripts/kvm-bench
     counts a host's: the nested guests' vCPU threads stand for the driver
     (Hd, Sd), their vhost workers (Hw, Sw), the polling threads (Hp, Sp);
     E the guests' kicks."""
     with open(SCHEDSTATS) as f:
         on = f.read().strip() == "1"
-    counts, _ = kvm_bench.delta_counts(before, after, set(range(os.cpu_count())),
+    counts, _ = host_counts.delta_counts(before, after, set(range(os.cpu_count())),
                                        {p.pid for p in procs}, on)
     counts["requests"] = sum(d["buffers_per_s"] * d["seconds"] for d in drivers)
     counts["guest_kicks"] = sum(d["kicks"] for d in drivers)
     counts["exits"] = None
-    return kvm_bench.per_request(counts)
+    return host_counts.per_request(counts)
 
 
 def guest_cells(raw, out_dir, groups, reps, stop_idle, ms, t_start):
