@@ -40,6 +40,12 @@ pub(crate) fn nap(us: u32) {
     delay::usleep_idle(us);
 }
 
+/// Sleeps to the next jiffy (`Pause::Tick`): the lane only counts the
+/// work of virtqueues their own workers poll, once a jiffy.
+pub(crate) fn tick() {
+    delay::sleep_jiffy();
+}
+
 /// Lets the tasks waiting for the CPU run first (`Pause::Yield`) after a
 /// pass that `found` work or not: a yield, so that the lane polls again
 /// as soon as the CPU is free. On UML, whose one CPU always has others

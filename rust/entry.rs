@@ -86,13 +86,20 @@ impl Entry {
         vq.counters.refused.fetch_add(1, Relaxed);
     }
 
-    /// Puts it in poll mode, polled by `lane`: its own worker turns
+    /// Puts it in poll mode, polled by `lane`, or by its own worker where
+    /// `p` says so (`lane` then counts its work): its own worker turns
     /// notifications off. Returns whether it did.
     pub(crate) fn start(&mut self, lane: &Arc<Lane>, now: Jiffy, p: &Params) -> bool {
         // Detached meanwhile, or no worker: leave it alone.
-        if !self.vq.handle.access().is_some_and(|vq| vq.start().is_ok()) {
+        if !self
+            .vq
+            .handle
+            .access()
+            .is_some_and(|vq| vq.start(p.in_worker).is_ok())
+        {
             return false;
         }
+        self.vq.in_worker.store(p.in_worker, Relaxed);
         self.vq.stalled.store(false, Relaxed);
         self.vq.poll_mode.store(true, Relaxed);
         // Kicks that reached the rate while polling was being started asked

@@ -18,5 +18,6 @@ pub(crate) fn now() -> Params {
         threads: m::poll_threads.value(),
         max_kick_cost_us: m::poll_max_kick_cost.value(),
         max_nap_us: m::poll_max_nap.value(),
+        in_worker: m::poll_in_worker.value() != 0 && !crate::placement::cpus_given(),
     }
 }

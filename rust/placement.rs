@@ -15,7 +15,18 @@
 //! again.
 
 use crate::policy::lane_cpu;
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use kernel::{cpu, kthread, prelude::*};
+
+/// `poll_cpus` listed CPUs when the first lane last read it.
+static CPUS_GIVEN: AtomicBool = AtomicBool::new(false);
+
+/// Whether CPUs are given to polling (`poll_cpus` not empty), as the first
+/// lane last read the list: virtqueues are then polled by the lanes on
+/// those CPUs, and otherwise by their own workers (`poll_in_worker`).
+pub(crate) fn cpus_given() -> bool {
+    CPUS_GIVEN.load(Relaxed)
+}
 
 /// What a lane's thread last saw of the list and the CPUs.
 pub(crate) struct Placement {
@@ -70,6 +81,9 @@ impl Placement {
                 return changed;
             }
         };
+        if index == 0 {
+            CPUS_GIVEN.store(!set.is_empty(), Relaxed);
+        }
         if set.is_empty() && !self.placed {
             // Never placed: where the thread runs is the administrator's.
             self.seen = Some((now, true));

@@ -63,6 +63,8 @@ struct Pass {
     started_ns: i64,
     /// Visits that queued a handler.
     queued: u32,
+    /// Visits that only counted a vq its own worker polls.
+    counted: u32,
 }
 
 /// One lane's loop, as its thread runs it.
@@ -201,6 +203,7 @@ impl LaneLoop<'_> {
             },
             // A nap is not cut short: none while a wake-up or a stop waits.
             asked: self.lane.waker.is_pending() || kthread::should_stop() || self.lane.retiring(),
+            counted_only: pass.visits > 0 && pass.counted == pass.visits,
         };
         let after = self.policy.after_pass(clock::now(), seen, &p);
         self.lane.set_contended(self.policy.contended());
@@ -218,6 +221,7 @@ impl LaneLoop<'_> {
                 c.naps.fetch_add(1, Relaxed);
                 c.nap_us.fetch_add(us.into(), Relaxed);
             }
+            Pause::Tick => clock::tick(),
             Pause::Yield => {
                 let t0 = Ktime::ktime_get();
                 clock::give_way(pass.found);
@@ -230,11 +234,12 @@ impl LaneLoop<'_> {
         kthread::cond_resched();
         // The next pass's time counts from here; time given to others
         // after a yield is not the lane's.
-        self.since_pass_ns = if timed && !matches!(after.pause, Pause::Yield | Pause::Nap(_)) {
-            Ktime::ktime_get().to_ns()
-        } else {
-            0
-        };
+        self.since_pass_ns =
+            if timed && !matches!(after.pause, Pause::Yield | Pause::Nap(_) | Pause::Tick) {
+                Ktime::ktime_get().to_ns()
+            } else {
+                0
+            };
     }
 }
 
@@ -306,8 +311,9 @@ impl Stepper for LaneLoop<'_> {
             };
             let mut stopped = false;
             match visit(&mut x.entry, scope) {
-                Visit::Made(v) => {
+                Visit::Made(v, counted) => {
                     pass.visits += 1;
+                    pass.counted += u32::from(counted);
                     pass.found |= v.work;
                     pass.paid |= v.queued;
                     pass.queued += u32::from(v.queued);

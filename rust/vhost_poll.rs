@@ -84,6 +84,11 @@ module! {
             permissions: 0o644,
             description: "Longest sleep (us) between passes once the rings are quiet (0 = spin)",
         },
+        poll_in_worker: u32 {
+            default: 1,
+            permissions: 0o644,
+            description: "Poll a busy vq in its own vhost worker when poll_cpus is empty (0 = in vhost-poll)",
+        },
         poll_cpus: cpulist {
             default: "",
             permissions: 0o644,

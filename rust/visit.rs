@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! One visit of one polled virtqueue by its lane: what the lane reads of
-//! the ring, handed to the policy, and its decision carried out.
+//! the ring, handed to the policy, and its decision carried out. Of a vq
+//! its own worker polls, the lane reads the count of its work only.
 
 use crate::entry::Entry;
 use crate::policy::{Exit, Seen, Tally, Visited};
@@ -10,8 +11,9 @@ use kernel::{kthread::MmScope, mm::MmWithUser, prelude::*, types::ARef};
 
 /// How a visit ended.
 pub(crate) enum Visit {
-    /// It was made: what it saw and decided.
-    Made(Visited),
+    /// It was made: what it saw and decided, and whether it only counted
+    /// the work of a vq its own worker polls.
+    Made(Visited, bool),
     /// Its ring is in address space `mm`, which the lane does not use now:
     /// visit again from there.
     Needs(ARef<MmWithUser>),
@@ -26,11 +28,15 @@ pub(crate) enum Visit {
 #[must_use = "the exit, and the pause after a pass, depend on what the visit saw"]
 pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     let p = crate::params::now();
+    let in_worker = e.vq().in_worker.load(Relaxed);
     let exit = |why| {
-        Visit::Made(Visited {
-            exit: Some(why),
-            ..Visited::NOTHING
-        })
+        Visit::Made(
+            Visited {
+                exit: Some(why),
+                ..Visited::NOTHING
+            },
+            in_worker,
+        )
     };
     // Switched off, or taken back by vhost (quiesce, watchdog).
     if let Some(why) = e.before_visit(&p) {
@@ -42,6 +48,9 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     let polled = match e.vq().handle.access() {
         // vhost detached it.
         None => Err(ENODEV),
+        // Its own worker polls it: the count of its work is all there is
+        // to see, in no address space.
+        Some(vq) if in_worker => vq.count(),
         Some(vq) => match vq.peek() {
             Ok(Some(polled)) => Ok(polled),
             Err(err) => Err(err),
@@ -92,5 +101,5 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
         Tally::Empty => c.empty_polls.fetch_add(1, Relaxed),
         Tally::Nothing => 0,
     };
-    Visit::Made(v)
+    Visit::Made(v, in_worker)
 }

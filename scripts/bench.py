@@ -38,6 +38,9 @@ SCHEDSTATS = "/proc/sys/kernel/sched_schedstats"
 NAPS_NS = (1000, 5000, 20000)
 PARAMS = "/sys/module/vhost_poll/parameters/"
 WORKER = host_counts.WORKER
+# poll_in_worker for the run (--poll-in-worker), or None: the module's
+# default (the owner's worker polls where no CPU is given to polling).
+POLL_IN_WORKER = None
 VQS = host_counts.VQS
 NESTED = os.path.join(TOP, "scripts", "nested-guest")
 TRAFFIC = os.path.join(TOP, "build", "nested", "guest_traffic")
@@ -213,7 +216,8 @@ def set_mode(mode, stop_idle, regime="shared"):
     if want and not loaded():
         # Placed from the start in the core regime.
         cpus = [f"poll_cpus={poll_cpus(regime)}"] if poll_cpus(regime) else []
-        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0", *cpus)
+        where = [f"poll_in_worker={POLL_IN_WORKER}"] if POLL_IN_WORKER is not None else []
+        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0", *cpus, *where)
     if want:
         set_poll_cpus(regime)
         set_param("poll_stop_idle", stop_idle)
@@ -2317,6 +2321,8 @@ def main():
     r.add_argument("--probes", default=",".join(PROBES),
                    help=f"the probes that run: {', '.join(PROBES + EXTRA_PROBES)} "
                         f"(default {', '.join(PROBES)})")
+    r.add_argument("--poll-in-worker", type=int, choices=(0, 1), default=None,
+                   help="poll_in_worker for the polling modes (default: the module's)")
     r = sub.add_parser("report", help="on the host: results, table, chart, targets")
     r.add_argument("out")
     r.add_argument("--command", default="make bench")
@@ -2324,6 +2330,8 @@ def main():
     r.add_argument("out")
     a = ap.parse_args()
     if a.cmd == "run":
+        global POLL_IN_WORKER
+        POLL_IN_WORKER = a.poll_in_worker
         regimes = [r for r in REGIMES if r in a.regimes.split(",")]
         if not regimes or set(a.regimes.split(",")) - set(REGIMES):
             ap.error(f"--regimes {a.regimes}: a comma-separated list of {', '.join(REGIMES)}")

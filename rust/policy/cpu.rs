@@ -37,6 +37,9 @@ pub enum Pause {
     /// Sleeps this many microseconds: the rings have been quiet
     /// ([`Quiet`]).
     Nap(u32),
+    /// Sleeps to the next jiffy: the virtqueues' own workers poll them,
+    /// and the lane only counts their work, once a jiffy.
+    Tick,
 }
 
 impl StepAside {

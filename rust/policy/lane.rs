@@ -30,6 +30,8 @@ pub struct PassSeen {
     pub end_ns: u64,
     /// Something waits for the lane (a wake-up, a stop): it must not nap.
     pub asked: bool,
+    /// Every visit only counted a virtqueue whose own worker polls it.
+    pub counted_only: bool,
 }
 
 /// What the lane does after a pass.
@@ -76,7 +78,19 @@ impl LanePolicy {
     /// of a nap would only bring their kicks back. The passes that found
     /// work, or that it does not nap after, count as before; so does
     /// every pass for `poll_max_kick_cost`, which weighs the lane's time.
+    ///
+    /// A pass that only counted the work of virtqueues their own workers
+    /// poll is followed by a sleep to the next jiffy, and by no verdict
+    /// on the lane's CPU: the lane does not spin, the workers do, each in
+    /// its owner's cgroup.
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
+        if seen.counted_only {
+            self.rested();
+            return AfterPass {
+                pause: Pause::Tick,
+                hand_back: None,
+            };
+        }
         // Not asked for anything: a quiet lane naps.
         let max_nap_us = if seen.asked { 0 } else { p.max_nap_us };
         let nap = self
@@ -151,6 +165,38 @@ mod tests {
             max_nap_us,
             ..Params::DEFAULT
         }
+    }
+
+    #[test]
+    fn a_pass_that_only_counted_sleeps_a_tick_and_hands_nothing_back() {
+        let mut l = LanePolicy::new();
+        let p = Params::DEFAULT;
+        // Contended passes of a spinning lane hand everything back...
+        let busy = PassSeen {
+            others_waiting: true,
+            ..PassSeen::default()
+        };
+        let mut handed = None;
+        for j in 0..1000 {
+            if let Some(why) = l.after_pass(Jiffy::from_raw(j), busy, &p).hand_back {
+                handed = Some(why);
+                break;
+            }
+        }
+        assert_eq!(handed, Some(Exit::Contended));
+        // ...a lane that only counts for the workers does not spin: no
+        // verdict, and a tick's sleep after each pass.
+        let mut l = LanePolicy::new();
+        let counted = PassSeen {
+            counted_only: true,
+            ..busy
+        };
+        for j in 0..1000 {
+            let a = l.after_pass(Jiffy::from_raw(j), counted, &p);
+            assert_eq!(a.pause, Pause::Tick);
+            assert_eq!(a.hand_back, None);
+        }
+        assert!(!l.contended());
     }
 
     /// An empty pass that ended at `ms` milliseconds, others waiting.

@@ -25,6 +25,10 @@ pub struct Params {
     /// `poll_max_nap`: the longest nap, in microseconds, of a lane whose
     /// rings have been quiet (`Quiet`); 0, it never naps.
     pub max_nap_us: u32,
+    /// `poll_in_worker`, and no CPU given to polling (`poll_cpus` empty):
+    /// a virtqueue started now is polled by its own vhost worker, and its
+    /// lane only counts its work.
+    pub in_worker: bool,
 }
 
 impl Params {
@@ -36,6 +40,7 @@ impl Params {
         threads: 1,
         max_kick_cost_us: 0,
         max_nap_us: 0,
+        in_worker: true,
     };
 
     /// Whether virtqueues may be polled at all.
