@@ -72,12 +72,14 @@ class CountVector(unittest.TestCase):
         self.assertTrue(any("kicks a buffer" in b for b in bad), bad)
         bad = bm.sane(bm.rep_counts([driver(driver_wakeups=5000, driver_sleeps=5000)]))
         self.assertTrue(any("Hd" in b for b in bad), bad)
-        bad = bm.sane(bm.rep_counts([driver(driver_sleeps=10)]))
+        bad = bm.sane(bm.rep_counts([driver(driver_wakeups=10)]))
         self.assertTrue(any("driver's wake-ups" in b for b in bad), bad)
-        bad = bm.sane(bm.rep_counts([driver(worker_sleeps=400)]))
+        bad = bm.sane(bm.rep_counts([driver(worker_wakeups=400)]))
         self.assertTrue(any("worker's wake-ups" in b for b in bad), bad)
-        bad = bm.sane(bm.rep_counts([driver(poller_wakeups=900, poller_sleeps=10)]))
+        bad = bm.sane(bm.rep_counts([driver(poller_wakeups=10, poller_sleeps=900)]))
         self.assertTrue(any("polling threads' wake-ups" in b for b in bad), bad)
+        # A wake-up that found its task still on its CPU ends no sleep.
+        self.assertEqual(bm.sane(bm.rep_counts([driver(driver_sleeps=400)])), [])
 
     def test_sane_for_a_nested_guest(self):
         # A guest may kick both queues for a packet, and its vCPU halts
@@ -87,7 +89,7 @@ class CountVector(unittest.TestCase):
         self.assertEqual(bm.sane(v, guest=True), [])
         self.assertTrue(bm.sane(v))
         self.assertTrue(bm.sane(dict(v, E=2.5), guest=True))
-        self.assertTrue(bm.sane(dict(v, Sd=1.0), guest=True))
+        self.assertTrue(bm.sane(dict(v, Hd=1.0), guest=True))
         self.assertTrue(bm.sane(dict(v, I=-0.1), guest=True))
 
     def test_saved_kicks_and_cost(self):

@@ -10,7 +10,7 @@
 
 static const char *const params[] = {
 	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
-	"poll_threads", "poll_max_kick_cost", "poll_max_nap",
+	"poll_threads", "poll_max_kick_cost", "poll_max_nap", "poll_in_worker",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -36,7 +36,8 @@ FIXTURE_SETUP(loaded)
 		SKIP(return, "%s", why);
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
-	ASSERT_EQ(0, vp_load(""));
+	/* With the module's own defaults, poll_in_worker's included. */
+	ASSERT_EQ(0, vp_load_file(vp_ko(), ""));
 }
 
 FIXTURE_TEARDOWN(loaded)
@@ -54,6 +55,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_threads", "1\n");
 	EXPECT_PARAM("poll_max_kick_cost", "0\n");
 	EXPECT_PARAM("poll_max_nap", "0\n");
+	EXPECT_PARAM("poll_in_worker", "1\n");
 	EXPECT_PARAM("poll_cpus", "\n");
 }
 
