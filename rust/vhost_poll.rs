@@ -87,7 +87,7 @@ module! {
         poll_in_worker: u32 {
             default: 1,
             permissions: 0o644,
-            description: "Poll a busy vq in its own vhost worker when poll_cpus is empty (0 = in vhost-poll)",
+            description: "Poll busy vqs in their own vhost workers if poll_cpus is empty",
         },
         poll_cpus: cpulist {
             default: "",
