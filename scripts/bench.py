@@ -894,15 +894,17 @@ def guest_addr(i):
     return f"10.77.{i}.2/24"
 
 
-def boot_guests(n, out_dir):
-    """Boot @n nested guests (scripts/nested-guest boot), give their taps
-    an address and wait until each generator answers. Returns the qemu
-    processes and the seconds the boot took; raises RuntimeError."""
+def boot_guests(n, out_dir, boot_args=()):
+    """Boot @n nested guests (scripts/nested-guest boot, with @boot_args),
+    give their taps an address and wait until each generator answers.
+    Returns the qemu processes and the seconds the boot took; raises
+    RuntimeError."""
     procs = []
     t0 = time.monotonic()
     for i in range(n):
         console = os.path.join(out_dir, f"guest{i}.console")
-        procs.append(subprocess.Popen([NESTED, "boot", "--index", str(i), "--console", console],
+        procs.append(subprocess.Popen([NESTED, "boot", "--index", str(i), *boot_args,
+                                       "--console", console],
                                       stdin=subprocess.DEVNULL))
     try:
         for i in range(n):

@@ -60,8 +60,6 @@ NETPERF = {"netperf-tcp-rr": "TCP_RR", "netperf-udp-rr": "UDP_RR"}
 # the module's load), and a boot, by accelerator: for the estimate.
 CELL_OVERHEAD_S = {"kvm": 3, "tcg": 5}
 BOOT_S = {"kvm": (10, 1), "tcg": (40, 30)}  # (fixed, per guest)
-# The nested boot's limit: under TCG within TCG a guest takes 30 to 60 s.
-BOOT_LIMIT_S = 600
 
 
 def modprobe():
@@ -409,39 +407,14 @@ def allowed_lists(procs):
 # ----------------------------------------------------------- the guests
 
 def boot_guests(a, n, pollus, out_dir):
-    """Boot @n guests with scripts/nested-guest, give their taps an
-    address, wait for each generator; (qemu processes, seconds)."""
-    procs = []
-    t0 = time.monotonic()
-    for i in range(n):
-        cmd = [NESTED, "boot", "--index", str(i), "--accel", a.accel, "--smp", str(a.smp),
-               "--mem", a.mem, "--console", os.path.join(out_dir, f"guest{i}.console")]
-        if pollus:
-            cmd += ["--poll-us", str(pollus)]
-        procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL))
-    try:
-        for i in range(n):
-            while not os.path.exists(f"/sys/class/net/vpg{i}"):
-                if procs[i].poll() is not None:
-                    raise RuntimeError(f"guest {i}: qemu exited ({procs[i].returncode})")
-                if time.monotonic() - t0 > 120:
-                    raise RuntimeError(f"guest {i}: no tap vpg{i} after 120 s")
-                time.sleep(0.1)
-            sh(TRAFFIC, "ifup", f"vpg{i}", f"10.77.{i}.1/24")
-        for i in range(n):
-            while subprocess.run([TRAFFIC, "wait", B.guest_addr(i), "5000"],
-                                 stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL).returncode:
-                if procs[i].poll() is not None:
-                    raise RuntimeError(f"guest {i}: qemu exited ({procs[i].returncode}) before "
-                                       f"its generator answered; see guest{i}.console")
-                if time.monotonic() - t0 > BOOT_LIMIT_S:
-                    raise RuntimeError(f"guest {i}: no answer after {BOOT_LIMIT_S} s; "
-                                       f"see guest{i}.console")
-    except BaseException:
-        B.stop_guests(procs)
-        raise
-    return procs, time.monotonic() - t0
+    """Boot @n guests with scripts/nested-guest, as @a asks (accelerator,
+    vCPUs, memory) and with halt-polling of @pollus us if not 0, give
+    their taps an address, wait for each generator; (qemu processes,
+    seconds)."""
+    args = ["--accel", a.accel, "--smp", str(a.smp), "--mem", a.mem]
+    if pollus:
+        args += ["--poll-us", str(pollus)]
+    return B.boot_guests(n, out_dir, args)
 
 
 def warm_up(n, workloads):

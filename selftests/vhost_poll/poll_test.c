@@ -693,15 +693,9 @@ static unsigned int post_big(struct vring_drv *d, unsigned int n, void *big, __u
 		__u16 head = d->free[--d->nfree];
 
 		d->seq_of[head] = ++d->posted;
-		d->vr.desc[head].addr = (uintptr_t)big;
-		d->vr.desc[head].len = len;
-		d->vr.desc[head].flags = 0;
-		d->vr.desc[head].next = 0;
-		d->vr.avail->ring[d->avail_idx % d->num] = head;
-		d->avail_idx++;
+		vring_avail_add(d, head, (uintptr_t)big, len, 0);
 	}
-	vr_wmb();
-	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
+	vring_publish(d);
 	return i;
 }
 
@@ -1692,14 +1686,10 @@ static int stuck_owner(enum stuck_how how, int in, int out)
 		/* One buffer: an indirect table (in @src until filled in). */
 		head = d.free[--d.nfree];
 		d.seq_of[head] = ++d.posted;
-		d.vr.desc[head].addr = (uintptr_t)page;
-		d.vr.desc[head].len = sizeof(*ind);
-		d.vr.desc[head].flags = VRING_DESC_F_INDIRECT;
 		ind->addr = (uintptr_t)(d.bufs + (size_t)head * VR_BUF_SIZE);
 		ind->len = VR_BUF_SIZE;
-		d.vr.avail->ring[d.avail_idx++ % d.num] = head;
-		vr_wmb();
-		__atomic_store_n(&d.vr.avail->idx, d.avail_idx, __ATOMIC_RELEASE);
+		vring_avail_add(&d, head, (uintptr_t)page, sizeof(*ind), VRING_DESC_F_INDIRECT);
+		vring_publish(&d);
 		if (uffd_fault(uffd, STALL_MS))
 			return 14;
 	} else {
@@ -3518,16 +3508,8 @@ static long long own_workers_ticks(void)
  */
 static void post_refused(struct vring_drv *d)
 {
-	__u16 head = d->free[--d->nfree];
-
-	d->vr.desc[head].addr = 16;
-	d->vr.desc[head].len = VR_BUF_SIZE;
-	d->vr.desc[head].flags = 0;
-	d->vr.desc[head].next = 0;
-	d->vr.avail->ring[d->avail_idx % d->num] = head;
-	d->avail_idx++;
-	vr_wmb();
-	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
+	vring_avail_add(d, d->free[--d->nfree], 16, VR_BUF_SIZE, 0);
+	vring_publish(d);
 	vr_mb();
 	vring_kick(d);
 }

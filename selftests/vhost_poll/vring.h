@@ -297,6 +297,28 @@ static inline void vring_kick(struct vring_drv *d)
 		d->kicks++;
 }
 
+/*
+ * Fill descriptor @head with one buffer (@addr, @len bytes, @flags) and put
+ * it in the avail ring; vring_publish() then makes it available.
+ */
+static inline void vring_avail_add(struct vring_drv *d, __u16 head, __u64 addr,
+				   __u32 len, __u16 flags)
+{
+	d->vr.desc[head].addr = addr;
+	d->vr.desc[head].len = len;
+	d->vr.desc[head].flags = flags;
+	d->vr.desc[head].next = 0;
+	d->vr.avail->ring[d->avail_idx % d->num] = head;
+	d->avail_idx++;
+}
+
+/* Store the avail index, after the entries vring_avail_add() wrote. */
+static inline void vring_publish(struct vring_drv *d)
+{
+	vr_wmb();
+	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
+}
+
 /* Post up to @n buffers; kick if the device asks for it. Returns how many. */
 static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 {
@@ -309,15 +331,10 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 		__u64 seq = ++d->posted;
 
 		d->seq_of[head] = seq;
-		d->vr.desc[head].addr = (uintptr_t)buf;
 		if (vring_is_rx(d->dev)) {
 			/* Empty, for the device to write a frame into. */
 			memset(buf, 0, VR_BUF_SIZE);
-			d->vr.desc[head].len = VR_BUF_SIZE;
-			d->vr.desc[head].flags = VRING_DESC_F_WRITE;
-			d->vr.desc[head].next = 0;
-			d->vr.avail->ring[d->avail_idx % d->num] = head;
-			d->avail_idx++;
+			vring_avail_add(d, head, (uintptr_t)buf, VR_BUF_SIZE, VRING_DESC_F_WRITE);
 			continue;
 		} else if (d->dev == VRING_NET) {
 			/* No offloads; a broadcast frame of an unused type. */
@@ -327,20 +344,15 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
 			buf[VR_NET_HDR + 12] = 0x88;
 			buf[VR_NET_HDR + 13] = 0xb5;
 			memcpy(buf + VR_NET_HDR + 14, &seq, sizeof(seq));
-			d->vr.desc[head].len = VR_NET_HDR + VR_NET_FRAME;
+			vring_avail_add(d, head, (uintptr_t)buf, VR_NET_HDR + VR_NET_FRAME, 0);
 		} else {
 			memcpy(buf, &seq, sizeof(seq));
-			d->vr.desc[head].len = VR_BUF_SIZE;
+			vring_avail_add(d, head, (uintptr_t)buf, VR_BUF_SIZE, 0);
 		}
-		d->vr.desc[head].flags = 0;
-		d->vr.desc[head].next = 0;
-		d->vr.avail->ring[d->avail_idx % d->num] = head;
-		d->avail_idx++;
 	}
 	if (!i)
 		return 0;
-	vr_wmb();
-	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
+	vring_publish(d);
 	/* Make the new index visible before reading whether to kick. */
 	vr_mb();
 	if (d->event_idx) {
