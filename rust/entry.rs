@@ -23,6 +23,9 @@ pub(crate) struct Entry {
     policy: VqPolicy<Arc<Lane>>,
     /// The lane that polls it, or did last (for the counters).
     last_lane: usize,
+    /// Its own worker polls it, and its lane only counts its work: as
+    /// `poll_in_worker` and `poll_cpus` said at its last start.
+    in_worker: bool,
 }
 
 impl Entry {
@@ -33,6 +36,7 @@ impl Entry {
             vq,
             policy: VqPolicy::new(),
             last_lane: 0,
+            in_worker: false,
         }
     }
 
@@ -61,6 +65,11 @@ impl Entry {
     /// The lane that polls it, or did last.
     pub(crate) fn last_lane(&self) -> usize {
         self.last_lane
+    }
+
+    /// Whether its own worker polls it (or did, at its last start).
+    pub(crate) fn in_worker(&self) -> bool {
+        self.in_worker
     }
 
     /// Its idle window and its cool-down, in jiffies, for the counters.
@@ -99,7 +108,7 @@ impl Entry {
         {
             return false;
         }
-        self.vq.in_worker.store(p.in_worker, Relaxed);
+        self.in_worker = p.in_worker;
         self.vq.stalled.store(false, Relaxed);
         self.vq.poll_mode.store(true, Relaxed);
         // Kicks that reached the rate while polling was being started asked

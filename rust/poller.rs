@@ -40,7 +40,6 @@ impl Poller for Shared {
                 slot: AtomicUsize::new(usize::MAX),
                 kicks: Kicks::new(),
                 poll_mode: AtomicBool::new(false),
-                in_worker: AtomicBool::new(false),
                 want_poll: AtomicBool::new(false),
                 stalled: AtomicBool::new(false),
                 counters: VqCounters::default(),

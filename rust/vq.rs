@@ -33,10 +33,6 @@ pub(crate) struct VqState {
     /// Set when vhost's watchdog took it back (`poll_mode` cleared with
     /// it); taken by the lane that settles the books (`Entry::taken_back`).
     pub(crate) stalled: AtomicBool,
-    /// Polled by its own worker, which its lane only counts the work of:
-    /// set by the lane at each start, as `poll_in_worker` and `poll_cpus`
-    /// then said.
-    pub(crate) in_worker: AtomicBool,
     pub(crate) counters: VqCounters,
     /// Where its kicks ask the first lane for a start.
     pub(crate) requests: Arc<Requests>,
