@@ -867,7 +867,7 @@ static long long own_workers_ticks(void);
  * spends its CPU meeting the error.
  */
 static void unreadable_handed_back(struct __test_metadata *_metadata,
-				   FIXTURE_DATA(poll_vhost_test) *self, int in_worker)
+				   struct vring_drv *d, int in_worker)
 {
 	unsigned long long t0, ms;
 	long long ticks, pct;
@@ -876,12 +876,12 @@ static void unreadable_handed_back(struct __test_metadata *_metadata,
 	int polled;
 
 	ASSERT_EQ(0, vp_param_set("poll_in_worker", in_worker));
-	ASSERT_EQ(0, poll_for_long(&self->d));
+	ASSERT_EQ(0, poll_for_long(d));
 
-	base = self->d.avail_idx;
+	base = d->avail_idx;
 	ticks = own_workers_ticks();
 	ASSERT_LE(0, ticks);
-	__atomic_store_n(&self->d.vr.avail->idx, (__u16)(base + self->d.num + 5),
+	__atomic_store_n(&d->vr.avail->idx, (__u16)(base + d->num + 5),
 			 __ATOMIC_RELEASE);
 	/* A fifth of the idle limit, by the clock: only a hand-back ends
 	 * polling in time.
@@ -889,7 +889,7 @@ static void unreadable_handed_back(struct __test_metadata *_metadata,
 	t0 = vp_now_ms();
 	do {
 		vp_sleep_ms(10);
-		ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d->index, &sum, &polled));
 	} while (polled && vp_now_ms() - t0 < vp_jiffies_ms(2 * vp_jiffy_hz()));
 	ms = vp_now_ms() - t0;
 	pct = (own_workers_ticks() - ticks) * 100000 / sysconf(_SC_CLK_TCK) /
@@ -904,18 +904,18 @@ static void unreadable_handed_back(struct __test_metadata *_metadata,
 			       (unsigned long long)sum.empty_polls);
 		}
 	}
-	__atomic_store_n(&self->d.vr.avail->idx, base, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->vr.avail->idx, base, __ATOMIC_RELEASE);
 }
 
 TEST_F(poll_vhost_test, unreadable_ring_is_handed_back)
 {
-	unreadable_handed_back(_metadata, self, 0);
+	unreadable_handed_back(_metadata, &self->d, 0);
 }
 
 /* The same when the vq's own worker polls it. */
 TEST_F(poll_vhost_test, unreadable_ring_is_handed_back_by_its_worker)
 {
-	unreadable_handed_back(_metadata, self, 1);
+	unreadable_handed_back(_metadata, &self->d, 1);
 }
 
 /*
