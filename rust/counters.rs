@@ -35,6 +35,9 @@ pub(crate) struct VqCounters {
     /// (a fault to take, an IOTLB translation to ask for): not a kick's
     /// work, so not in `queued`.
     pub(crate) retries: AtomicU64,
+    /// Its share of the time its own worker spent polling, in
+    /// nanoseconds (shown in microseconds): CPU its owner is charged for.
+    pub(crate) spin_ns: AtomicU64,
 }
 
 /// Counters of one lane, as `/sys/kernel/debug/vhost_poll/worker` shows

@@ -95,6 +95,21 @@ impl Entry {
         vq.counters.refused.fetch_add(1, Relaxed);
     }
 
+    /// A start was refused for want of room in the budget of polling
+    /// workers: kicks before `until` do not ask again, whatever
+    /// `poll_min_gain` says.
+    pub(crate) fn hold(&self, until: Jiffy) {
+        let vq = &self.vq;
+        vq.kicks.hold_until(until);
+        vq.counters.refused.fetch_add(1, Relaxed);
+    }
+
+    /// Polled by its own worker: the kicks its polling saved a jiffy
+    /// lately, and whether it has polled for the budget's tenure at `now`.
+    pub(crate) fn saves(&self, now: Jiffy) -> Option<(u32, bool)> {
+        self.policy.saves(now).filter(|_| self.in_worker)
+    }
+
     /// Puts it in poll mode, polled by `lane`, or by its own worker where
     /// `p` says so (`lane` then counts its work): its own worker turns
     /// notifications off. Returns whether it did.
@@ -145,8 +160,10 @@ impl Entry {
         let lane = self.policy.stopped(now, why, p).map(|(lane, closed)| {
             lane.remove_polled();
             // Its kicks need not ask before the cool-down ends.
-            if let Some(until) = closed {
-                self.vq.kicks.close_until(until);
+            match closed {
+                Some(until) if why == Exit::Budget => self.vq.kicks.hold_until(until),
+                Some(until) => self.vq.kicks.close_until(until),
+                None => {}
             }
             lane.index
         });
@@ -189,5 +206,6 @@ fn reason(why: Exit) -> StopReason {
         Exit::Gain => StopReason::Gain,
         Exit::Contended => StopReason::Contended,
         Exit::Stalled => StopReason::Stalled,
+        Exit::Budget => StopReason::Budget,
     }
 }

@@ -14,7 +14,7 @@
 //! scheduler moved off its CPU anyway is seen where it runs, and placed
 //! again.
 
-use crate::policy::lane_cpu;
+use crate::policy::{lane_cpu, Params};
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use kernel::{cpu, kthread, prelude::*};
 
@@ -26,6 +26,18 @@ static CPUS_GIVEN: AtomicBool = AtomicBool::new(false);
 /// those CPUs, and otherwise by their own workers (`poll_in_worker`).
 pub(crate) fn cpus_given() -> bool {
     CPUS_GIVEN.load(Relaxed)
+}
+
+/// The most vhost workers that may poll their own virtqueues at once,
+/// with `p`: `poll_max_workers`, or with it 0 the CPUs online now (each
+/// polling worker spins up to a CPU). Walks the CPU numbers: for start
+/// requests, not for every kick.
+pub(crate) fn max_workers(p: &Params) -> usize {
+    let n = match p.max_workers {
+        0 => (0..cpu::nr_ids()).filter(|&c| cpu::online(c)).count(),
+        n => usize::try_from(n).unwrap_or(usize::MAX),
+    };
+    n.max(1)
 }
 
 /// What a lane's thread last saw of the list and the CPUs.

@@ -18,7 +18,7 @@
 //! only) the vq's mutex.
 
 use crate::lane::Lane;
-use crate::policy::{Exit, Jiffy, LanePolicy, Params, Start};
+use crate::policy::{Admit, Budget, Exit, Jiffy, LanePolicy, Params, Start};
 use crate::requests::{Asked, Requests};
 use crate::ring::Ring;
 use crate::table::{Place, Table};
@@ -207,6 +207,9 @@ impl Shared {
         match e.start_request(now, loads, p) {
             Start::Ignore => {}
             Start::On(n) => {
+                if p.in_worker && !self.admit(table, slot, now, p) {
+                    return;
+                }
                 // `place` picked a running lane (absent ones have no room).
                 if table.start(slot, n, now, p) && n != 0 {
                     if let Some(r) = lanes.get(n).and_then(Option::as_ref) {
@@ -217,6 +220,37 @@ impl Shared {
             Start::Refuse { until } => {
                 e.refuse(until);
                 self.first.lane.counters.refused.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Whether the vq in `slot` (here, asking to be polled by its own
+    /// worker) fits the budget of polling workers (`policy::Budget`): it
+    /// does if there is room or its worker polls already, or once the
+    /// device that saves the fewest kicks, by far fewer than its kicks,
+    /// is handed back; if not, its kicks hold their requests a while.
+    fn admit(&self, table: &mut Table, slot: usize, now: Jiffy, p: &Params) -> bool {
+        let Some(Place::Here(e)) = table.get(slot) else {
+            return false;
+        };
+        let (key, rate) = (e.vq().dev.load(Relaxed), e.vq().kicks.rate(now));
+        // No memory for the list now: its kicks ask again.
+        let Ok(spinners) = table.spinners(now) else {
+            return false;
+        };
+        let max = crate::placement::max_workers(p);
+        match Budget::admit(&spinners, key, rate, max, now) {
+            Admit::Yes => true,
+            Admit::Displace(weakest) => {
+                table.displace(weakest, now, p, |slot| self.requests.ask(slot));
+                true
+            }
+            Admit::No(until) => {
+                if let Some(Place::Here(e)) = table.get(slot) {
+                    e.hold(until);
+                }
+                self.first.lane.counters.refused.fetch_add(1, Relaxed);
+                false
             }
         }
     }

@@ -15,12 +15,16 @@
 //! Lock order: the table's lock, then one ring's lock (never two rings).
 
 use crate::entry::Entry;
-use crate::policy::{Exit, Jiffy, Params, THREADS_MAX};
+use crate::policy::{Exit, Jiffy, Params, Spinner, THREADS_MAX};
 use crate::ring::{Polled, Ring};
 use crate::slots::{self, Slots};
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::Relaxed;
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    alloc::{flags::GFP_NOWAIT, KVec},
+    prelude::*,
+    sync::Arc,
+};
 
 /// Where a virtqueue's entry is.
 pub(crate) enum Place {
@@ -233,6 +237,71 @@ impl Table {
             let _ = self.slots.replace(back.slot, Place::Here(back.entry));
             if waiting {
                 ask(back.slot);
+            }
+        }
+    }
+
+    /// The devices whose own workers poll, each once, as the budget of
+    /// polling workers weighs them at `now`: the kicks their polled vqs
+    /// saved a jiffy lately, together, and whether one has polled for
+    /// the budget's tenure. Fails only for want of memory (allocated
+    /// without sleeping, under the table's lock).
+    pub(crate) fn spinners(&self, now: Jiffy) -> Result<KVec<Spinner>> {
+        let mut spinners = KVec::<Spinner>::new();
+        for ring in self.lanes.iter().flatten() {
+            let polled = ring.polled.lock();
+            for x in polled.iter() {
+                let Some((saves, settled)) = x.entry.saves(now) else {
+                    continue;
+                };
+                let key = x.entry.vq().dev.load(Relaxed);
+                match spinners.iter_mut().find(|s| s.key == key) {
+                    Some(s) => {
+                        s.saves = s.saves.saturating_add(saves);
+                        s.settled |= settled;
+                    }
+                    None => spinners.push(
+                        Spinner {
+                            key,
+                            saves,
+                            settled,
+                        },
+                        GFP_NOWAIT,
+                    )?,
+                }
+            }
+        }
+        Ok(spinners)
+    }
+
+    /// Hands back, for the budget, every vq of device `key` its own
+    /// worker polls, and moves their entries back here (as
+    /// [`Table::settle`]).
+    pub(crate) fn displace(
+        &mut self,
+        key: u32,
+        now: Jiffy,
+        p: &Params,
+        mut ask: impl FnMut(usize),
+    ) {
+        for lane in 0..THREADS_MAX {
+            let Some(Some(ring)) = self.lanes.get(lane).cloned() else {
+                continue;
+            };
+            let mut stopped = false;
+            {
+                let mut polled = ring.polled.lock();
+                for pos in 0..polled.len() {
+                    let Some(x) = polled.get_mut(pos) else {
+                        continue;
+                    };
+                    if x.entry.saves(now).is_some() && x.entry.vq().dev.load(Relaxed) == key {
+                        stopped |= x.entry.stop(Exit::Budget, now, p).is_some();
+                    }
+                }
+            }
+            if stopped {
+                self.settle(lane, None, now, p, &mut ask);
             }
         }
     }

@@ -89,6 +89,11 @@ module! {
             permissions: 0o644,
             description: "Poll busy vqs in their own vhost workers if poll_cpus is empty",
         },
+        poll_max_workers: u32 {
+            default: 0,
+            permissions: 0o644,
+            description: "Most vhost workers polling at once, host-wide (0 = one per online CPU)",
+        },
         poll_cpus: cpulist {
             default: "",
             permissions: 0o644,

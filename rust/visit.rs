@@ -7,7 +7,13 @@
 use crate::entry::Entry;
 use crate::policy::{Exit, Seen, Tally, Visited};
 use core::sync::atomic::Ordering::Relaxed;
-use kernel::{kthread::MmScope, mm::MmWithUser, prelude::*, types::ARef};
+use kernel::{
+    kthread::MmScope,
+    mm::MmWithUser,
+    prelude::*,
+    types::ARef,
+    vhost_poller::{Polled, Work},
+};
 
 /// How a visit ended.
 pub(crate) enum Visit {
@@ -50,12 +56,12 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
         None => Err(ENODEV),
         // Its own worker polls it: the count of its work is all there is
         // to see, in no address space.
-        Some(vq) if in_worker => vq.count(),
+        Some(vq) if in_worker => vq.count().map(Looked::from),
         Some(vq) => match vq.peek() {
-            Ok(Some(polled)) => Ok(polled),
+            Ok(Some(polled)) => Ok(Looked::from(polled)),
             Err(err) => Err(err),
             Ok(None) => match scope {
-                Some(scope) if vq.in_mm(scope) => vq.poll(scope),
+                Some(scope) if vq.in_mm(scope) => vq.poll(scope).map(Looked::from),
                 _ => {
                     return match vq.mm() {
                         Some(mm) => Visit::Needs(mm),
@@ -69,22 +75,21 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     };
     let c = &e.vq().counters;
     let seen = match polled {
-        Ok(polled) => {
-            if polled.queued {
-                c.queued.fetch_add(1, Relaxed);
-            }
+        Ok(looked) => {
+            c.queued.fetch_add(looked.queued.into(), Relaxed);
+            c.spin_ns.fetch_add(looked.spin_ns, Relaxed);
             // A run queued to take a fault or ask for a translation is not
             // a kick's work: it saves no kick, and a vq whose mappings
             // change often must not look as if polling paid.
-            if polled.retry {
+            if looked.retry {
                 c.retries.fetch_add(1, Relaxed);
             }
-            if polled.held {
+            if looked.held {
                 c.held.fetch_add(1, Relaxed);
             }
             Seen::Ring {
-                taken: polled.taken,
-                queued: polled.queued,
+                taken: looked.taken,
+                queued: looked.queued,
             }
         }
         // vhost took the vq back (quiesce), its owner was killed (vhost
@@ -102,4 +107,39 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
         Tally::Nothing => 0,
     };
     Visit::Made(v, in_worker)
+}
+
+/// What a visit found, from the thread's look at the ring or the count of
+/// the worker's own polling.
+struct Looked {
+    taken: u32,
+    /// Handler runs queued by polling: kicks saved.
+    queued: u32,
+    retry: bool,
+    held: bool,
+    spin_ns: u64,
+}
+
+impl From<Polled> for Looked {
+    fn from(p: Polled) -> Self {
+        Self {
+            taken: p.taken,
+            queued: p.queued.into(),
+            retry: p.retry,
+            held: p.held,
+            spin_ns: 0,
+        }
+    }
+}
+
+impl From<Work> for Looked {
+    fn from(w: Work) -> Self {
+        Self {
+            taken: w.taken,
+            queued: w.queued,
+            retry: false,
+            held: false,
+            spin_ns: w.spin_ns,
+        }
+    }
 }

@@ -11,6 +11,8 @@
 //!   and why; an exit sets what the next start may do.
 //! - [`LanePolicy`] (a polling thread, its own): after a pass, go on,
 //!   pause or yield, and whether to hand every virtqueue back.
+//! - [`Budget`] (all polling workers, under the table's lock): whether
+//!   one more worker may poll, or which gives its place up.
 //!
 //! Parameters come in as a [`Params`] snapshot, read once per event.
 //! Time is in jiffies, as [`Jiffy`]: a counter that wraps, compared only
@@ -21,6 +23,7 @@
 //! builds it as a host crate too, so `cargo test` checks it in
 //! milliseconds, scenarios included (`scenarios.rs`).
 
+mod budget;
 mod cpu;
 mod gain;
 mod lane;
@@ -34,6 +37,7 @@ mod window;
 #[cfg(test)]
 mod scenarios;
 
+pub use budget::{Admit, Budget, Spinner};
 pub use cpu::{Contention, Pause};
 pub use lane::{AfterPass, LanePolicy, PassSeen};
 pub use lanes::{lane_cpu, ThreadLoad, THREADS_MAX};

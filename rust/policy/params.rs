@@ -29,6 +29,9 @@ pub struct Params {
     /// a virtqueue started now is polled by its own vhost worker, and its
     /// lane only counts its work.
     pub in_worker: bool,
+    /// `poll_max_workers`: the most vhost workers that may poll their own
+    /// virtqueues at once, host-wide; 0, one per online CPU.
+    pub max_workers: u32,
 }
 
 impl Params {
@@ -41,6 +44,7 @@ impl Params {
         max_kick_cost_us: 0,
         max_nap_us: 0,
         in_worker: true,
+        max_workers: 0,
     };
 
     /// Whether virtqueues may be polled at all.

@@ -58,6 +58,19 @@ impl RateTracker {
     }
 }
 
+impl RateTracker {
+    /// The events of the jiffy `now` or of the one before, whichever had
+    /// the last; 0 if older. Racy as [`RateTracker::record`] is.
+    pub(super) fn recent(&self, now: Jiffy) -> u32 {
+        let window = Jiffy::from_raw(self.window.load(Relaxed));
+        if now.since(window) <= 1 {
+            self.count.load(Relaxed)
+        } else {
+            0
+        }
+    }
+}
+
 impl Default for RateTracker {
     fn default() -> Self {
         Self::new()
@@ -78,6 +91,9 @@ impl Default for RateTracker {
 /// later kick asks again.
 pub(super) struct StartGate {
     deferred: AtomicBool,
+    /// The refusal holds even where refusals for want of gain do not
+    /// (`poll_min_gain` 0): the budget of polling workers was full.
+    firm: AtomicBool,
     not_before: AtomicUsize,
 }
 
@@ -86,20 +102,24 @@ impl StartGate {
     pub(super) const fn new() -> Self {
         Self {
             deferred: AtomicBool::new(false),
+            firm: AtomicBool::new(false),
             not_before: AtomicUsize::new(0),
         }
     }
 
-    /// Kicks before `until` do not ask (a start was refused).
-    pub(super) fn defer_until(&self, until: Jiffy) {
+    /// Kicks before `until` do not ask (a start was refused); with
+    /// `firm`, not even where refusals for want of gain are not enforced.
+    pub(super) fn defer_until(&self, until: Jiffy, firm: bool) {
         self.not_before.store(until.raw(), Relaxed);
+        self.firm.store(firm, Relaxed);
         self.deferred.store(true, Relaxed);
     }
 
     /// Whether a kick at `now` may ask; `enforced` false (`poll_min_gain`
-    /// 0: nothing is refused for want of gain) lets every kick ask.
+    /// 0: nothing is refused for want of gain) lets every kick ask but
+    /// for a firm refusal.
     pub(super) fn allows(&self, now: Jiffy, enforced: bool) -> bool {
-        if !enforced || !self.deferred.load(Relaxed) {
+        if !self.deferred.load(Relaxed) || !(enforced || self.firm.load(Relaxed)) {
             return true;
         }
         if Jiffy::from_raw(self.not_before.load(Relaxed)).is_after(now) {
@@ -155,7 +175,19 @@ impl Kicks {
 
     /// Kicks before `until` do not ask: a start now would be refused.
     pub fn close_until(&self, until: Jiffy) {
-        self.gate.defer_until(until);
+        self.gate.defer_until(until, false);
+    }
+
+    /// Kicks before `until` do not ask, whatever `poll_min_gain` says: the
+    /// budget of polling workers is full.
+    pub fn hold_until(&self, until: Jiffy) {
+        self.gate.defer_until(until, true);
+    }
+
+    /// Its kicks in the jiffy `now`, or the one before: the rate a start
+    /// request came with.
+    pub fn rate(&self, now: Jiffy) -> u32 {
+        self.rate.recent(now)
     }
 }
 
@@ -276,7 +308,7 @@ mod tests {
     fn gate_holds_kicks_until_the_jiffy() {
         let g = StartGate::new();
         assert!(g.allows(j(5), true));
-        g.defer_until(j(10));
+        g.defer_until(j(10), false);
         assert!(!g.allows(j(5), true));
         assert!(!g.allows(j(9), true));
         // Not enforced (poll_min_gain 0): every kick asks.
@@ -284,8 +316,36 @@ mod tests {
         assert!(g.allows(j(10), true));
         // Once passed, open until deferred again, whatever the jiffy.
         assert!(g.allows(j(3), true));
-        g.defer_until(j(usize::MAX).plus(2));
+        g.defer_until(j(usize::MAX).plus(2), false);
         assert!(!g.allows(j(usize::MAX), true));
         assert!(g.allows(j(1), true));
+    }
+
+    #[test]
+    fn a_firm_refusal_holds_even_where_gain_is_not_enforced() {
+        let g = StartGate::new();
+        g.defer_until(j(10), true);
+        assert!(!g.allows(j(9), false));
+        assert!(!g.allows(j(9), true));
+        assert!(g.allows(j(10), false));
+        // The next refusal decides again.
+        g.defer_until(j(20), false);
+        assert!(g.allows(j(11), false));
+    }
+
+    #[test]
+    fn the_rate_of_a_start_request_is_its_jiffy_or_the_one_before() {
+        let k = Kicks::new();
+        assert_eq!(k.rate(j(5)), 0);
+        let p = Params {
+            start_rate: 100,
+            ..Params::DEFAULT
+        };
+        for _ in 0..7 {
+            k.kick(j(5), &p);
+        }
+        assert_eq!(k.rate(j(5)), 7);
+        assert_eq!(k.rate(j(6)), 7);
+        assert_eq!(k.rate(j(7)), 0);
     }
 }

@@ -177,7 +177,10 @@ fn p(start_rate: u32) -> Params {
 const STARTS: [usize; 2] = [1000, usize::MAX - 5];
 
 fn ring(taken: u32, queued: bool) -> Seen {
-    Seen::Ring { taken, queued }
+    Seen::Ring {
+        taken,
+        queued: queued.into(),
+    }
 }
 
 #[test]

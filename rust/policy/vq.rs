@@ -4,6 +4,7 @@
 //! lanes decide it: which start request goes where, what a visit
 //! decides, and what an exit leaves for the next start.
 
+use super::budget::{Budget, Saves};
 use super::cpu::Contention;
 use super::gain::{CoolDown, Gain};
 use super::lanes::{place, ThreadLoad};
@@ -33,6 +34,9 @@ pub enum Exit {
     /// vhost's watchdog took it back: its lane had not visited it for
     /// `VHOST_POLLER_WATCHDOG_JIFFIES` (its thread kept off its CPU).
     Stalled,
+    /// Its worker's polling went to a device that saves more kicks: the
+    /// budget of polling workers (`poll_max_workers`) was full.
+    Budget,
 }
 
 /// A virtqueue's mode, with what only poll mode has.
@@ -48,6 +52,10 @@ pub(super) enum Mode<L> {
         idle: Idle,
         /// This poll period's gain.
         gain: Gain,
+        /// When this poll period began.
+        since: Jiffy,
+        /// The kicks it saved a jiffy, lately.
+        saves: Saves,
     },
 }
 
@@ -69,13 +77,15 @@ pub enum Start {
 /// What a visit saw of the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seen {
-    /// Its handlers took `taken` buffers since the last visit; the visit
-    /// queued the handler (buffers waited and none was running) or not.
+    /// Its handlers took `taken` buffers since the last visit, and
+    /// polling queued the handler `queued` times (buffers waited and none
+    /// was running): a thread's visit queues it once at most, a vq's own
+    /// worker as often as its polling found work since the last count.
     Ring {
         /// Buffers the handlers took.
         taken: u32,
-        /// The visit did what a kick would have done.
-        queued: bool,
+        /// Handler runs polling queued: each did what a kick would have.
+        queued: u32,
     },
     /// The ring could not be read (no owner, a fault, vhost took it back
     /// between the check and the read, its owner was killed).
@@ -149,6 +159,18 @@ impl<L> VqPolicy<L> {
         }
     }
 
+    /// In poll mode, for the budget: the kicks its polling saved a jiffy
+    /// lately, and whether it has polled for the budget's tenure at `now`.
+    pub fn saves(&self, now: Jiffy) -> Option<(u32, bool)> {
+        match &self.mode {
+            Mode::Polled { since, saves, .. } => Some((
+                saves.per_jiffy(),
+                now.since(*since) >= Budget::TENURE_JIFFIES,
+            )),
+            Mode::Notify => None,
+        }
+    }
+
     /// Whether it is in poll mode.
     pub fn is_polled(&self) -> bool {
         matches!(self.mode, Mode::Polled { .. })
@@ -203,6 +225,8 @@ impl<L> VqPolicy<L> {
             lane,
             idle: Idle::new(now),
             gain: Gain::new(),
+            since: now,
+            saves: Saves::new(),
         };
     }
 
@@ -222,11 +246,17 @@ impl<L> VqPolicy<L> {
     /// visit. A vq that was held (its handler running, an ioctl, a handler
     /// blocked in a fault) counts by what its handlers took too.
     pub fn visited(&mut self, now: Jiffy, seen: Seen, p: &Params) -> Visited {
-        let Mode::Polled { idle, gain, .. } = &mut self.mode else {
+        let Mode::Polled {
+            idle, gain, saves, ..
+        } = &mut self.mode
+        else {
             return Visited::NOTHING;
         };
         let (taken, queued) = match seen {
-            Seen::Ring { taken, queued } => (taken, queued),
+            Seen::Ring { taken, queued } => {
+                saves.count(queued);
+                (taken, queued)
+            }
             Seen::Failed => {
                 return Visited {
                     exit: Some(Exit::Error),
@@ -234,12 +264,13 @@ impl<L> VqPolicy<L> {
                 }
             }
         };
+        let queued_any = queued > 0;
         if gain.visit(taken, queued, p.min_gain) {
             // Polling it saves next to no kicks: vhost's own suppression
             // while its handler runs does nearly as well (see `Gain`).
             return Visited {
                 work: taken > 0,
-                queued,
+                queued: queued_any,
                 tally: Tally::Nothing,
                 exit: Some(Exit::Gain),
             };
@@ -249,7 +280,7 @@ impl<L> VqPolicy<L> {
             self.window.work(now, p.bounds);
             return Visited {
                 work: true,
-                queued,
+                queued: queued_any,
                 tally: Tally::Work,
                 exit: None,
             };
@@ -258,7 +289,7 @@ impl<L> VqPolicy<L> {
         let window = self.window.jiffies(p.bounds);
         Visited {
             work: false,
-            queued,
+            queued: queued_any,
             tally: Tally::Empty,
             exit: idle.stops(now, window).then_some(Exit::Idle),
         }
@@ -269,13 +300,19 @@ impl<L> VqPolicy<L> {
     /// `None` if it was not polled.
     pub fn stopped(&mut self, now: Jiffy, why: Exit, p: &Params) -> Option<(L, Option<Jiffy>)> {
         // INVARIANT: Back in notification mode.
-        let Mode::Polled { lane, idle, gain } = core::mem::replace(&mut self.mode, Mode::Notify)
+        let Mode::Polled {
+            lane, idle, gain, ..
+        } = core::mem::replace(&mut self.mode, Mode::Notify)
         else {
             return None;
         };
         self.window.exit(now, why == Exit::Idle, &idle, p.bounds);
         let mut closed = None;
-        if Self::cools_down(why) {
+        if why == Exit::Budget {
+            // Not a verdict on it: it asks again in a while, and may
+            // displace a device that saves fewer kicks by then.
+            closed = Some(now.plus(Budget::RETRY_JIFFIES));
+        } else if Self::cools_down(why) {
             self.cool.hand_back(now);
             closed = self.cool.until();
         } else if gain.paid(p.min_gain) {

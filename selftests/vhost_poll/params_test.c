@@ -11,6 +11,7 @@
 static const char *const params[] = {
 	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
 	"poll_threads", "poll_max_kick_cost", "poll_max_nap", "poll_in_worker",
+	"poll_max_workers",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -56,6 +57,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_max_kick_cost", "0\n");
 	EXPECT_PARAM("poll_max_nap", "0\n");
 	EXPECT_PARAM("poll_in_worker", "1\n");
+	EXPECT_PARAM("poll_max_workers", "0\n");
 	EXPECT_PARAM("poll_cpus", "\n");
 }
 

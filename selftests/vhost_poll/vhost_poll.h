@@ -259,10 +259,12 @@ struct vp_vq_row {
 	unsigned long long stalls;
 	/* Visits that queued a handler run for a ring they could not read. */
 	unsigned long long retries;
+	/* Its share of its own worker's polling, in microseconds. */
+	unsigned long long spin_us;
 };
 
 /* A row of the vqs file: the ten first columns are in every version. */
-#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu"
+#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu %llu"
 
 /* CPUs online now (1 if it cannot tell). */
 static inline int vp_ncpus(void)
@@ -379,7 +381,7 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
 			   &r->enters, &r->exits, &r->window, &r->refused,
 			   &r->queued, &r->held, &r->cool, &r->thread, &r->stalls,
-			   &r->retries) < 10)
+			   &r->retries, &r->spin_us) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -416,6 +418,7 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->cool += rows[i].cool;
 		sum->stalls += rows[i].stalls;
 		sum->retries += rows[i].retries;
+		sum->spin_us += rows[i].spin_us;
 		if (polled && rows[i].poll)
 			(*polled)++;
 	}
