@@ -723,11 +723,21 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         # them from being handed back (they save nothing: they are idle).
         # The probe measures what visiting polled queues costs.
         set_param("poll_stop_idle", 60 * hz)
+        # Every device's worker may poll (the budget of polling workers
+        # is one per CPU by default): a module without the budget has no
+        # such parameter.
+        budget = os.path.exists(PARAMS + "poll_max_workers")
+        if budget:
+            with open(PARAMS + "poll_max_workers") as f:
+                max_workers = f.read().strip()
+            set_param("poll_max_workers", crowd)
         busy = cell_args("test", "stream", 16, "poll", warm, dur) + ["-k", "64"]
         idle = ["-d", "test", "-w", "idle", "-W", str(warm), "-D", str(dur), "-k", "64"]
         for n in ((1, crowd) if "crowd" in probes else ()):
             log(f"rep {rep + 1}/{reps} one busy among {n} polled")
             run_cell(raw, "crowd", {"ndev": n, "rep": rep}, [busy] + [idle] * (n - 1), limit, n)
+        if budget:
+            set_param("poll_max_workers", max_workers)
         # What an empty visit costs: n idle polled vqs of one owner, then
         # of n owners (each visit entering another address space), as the
         # threads count it over the first driver's measured second.
