@@ -1442,7 +1442,7 @@ struct mem_proc {
 	/* 0, or why it failed: -errno, -ETIMEDOUT (a stall), -EIO. */
 	int ret;
 	const char *step;
-	unsigned int opened, polled;
+	unsigned int opened, polled, closed;
 	struct tally tally;
 };
 
@@ -1485,11 +1485,54 @@ static int mem_proc_run(struct mem_proc *p, int ready, int go)
 			;
 	}
 	/* A zeroed driver closes nothing: each one, opened or not. */
-	for (i = 0; d && i < MEM_DEVS; i++)
+	p->step = "close";
+	for (i = 0; d && i < MEM_DEVS; i++) {
 		vring_close(&d[i]);
+		p->closed++;
+	}
 	free(d);
 	free(rows);
 	return p->ret ? 1 : 0;
+}
+
+/*
+ * Wait up to @ms for child @pid; its pid, or 0 if it is still running:
+ * then where it waits is logged, every blocked task's stack goes to the
+ * kernel log (sysrq w), and it is killed and reaped.
+ */
+static pid_t wait_bounded(struct __test_metadata *_metadata, pid_t pid, int *status,
+			  unsigned int ms, const struct mem_proc *p)
+{
+	char path[64], wchan[64] = "?";
+	unsigned int waited;
+	pid_t got;
+	int fd;
+
+	for (waited = 0; waited < ms; waited += 10) {
+		got = waitpid(pid, status, WNOHANG);
+		if (got)
+			return got;
+		vp_sleep_ms(10);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/wchan", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, wchan, sizeof(wchan) - 1);
+
+		wchan[n > 0 ? n : 0] = 0;
+		close(fd);
+	}
+	TH_LOG("process %d still running after %u ms: %s, %u of %u devices closed, waits in %s",
+	       pid, ms, p->step, p->closed, p->opened, wchan);
+	fd = open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "w", 1) != 1)
+			TH_LOG("sysrq w: %s", strerror(errno));
+		close(fd);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, status, 0);
+	return 0;
 }
 
 /* Read up to @n bytes from @fd, waiting up to @ms in all; how many came. */
@@ -1597,8 +1640,9 @@ TEST_F_TIMEOUT(storm, many_devices_memory, MEM_TIMEOUT)
 		/* The go: every process reads the end of the pipe. */
 		close(go[1]);
 		close(ready[0]);
+		/* Closing its devices takes a process a second or two: a minute is a hang. */
 		for (i = 0; i < MEM_PROCS; i++)
-			ASSERT_EQ(pids[i], waitpid(pids[i], &status[i], 0));
+			ASSERT_EQ(pids[i], wait_bounded(_metadata, pids[i], &status[i], 60000, &p[i]));
 		memset(&all, 0, sizeof(all));
 		polled = 0;
 		for (i = 0; i < MEM_PROCS; i++) {
