@@ -1642,7 +1642,8 @@ TEST_F_TIMEOUT(storm, many_devices_memory, MEM_TIMEOUT)
 		close(ready[0]);
 		/* Closing its devices takes a process a second or two: a minute is a hang. */
 		for (i = 0; i < MEM_PROCS; i++)
-			ASSERT_EQ(pids[i], wait_bounded(_metadata, pids[i], &status[i], 60000, &p[i]));
+			ASSERT_EQ(pids[i], wait_bounded(_metadata, pids[i], &status[i],
+							60000, &p[i]));
 		memset(&all, 0, sizeof(all));
 		polled = 0;
 		for (i = 0; i < MEM_PROCS; i++) {
