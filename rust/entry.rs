@@ -88,19 +88,12 @@ impl Entry {
         self.policy.start_request(now, loads, p)
     }
 
-    /// A start was refused: kicks before `until` need not ask again.
-    pub(crate) fn refuse(&self, until: Jiffy) {
-        let vq = &self.vq;
-        vq.kicks.close_until(until);
-        vq.counters.refused.fetch_add(1, Relaxed);
-    }
-
-    /// A start was refused for want of room in the budget of polling
-    /// workers: kicks before `until` do not ask again, whatever
+    /// A start was refused: kicks before `until` need not ask again; with
+    /// `firm` (no room in the budget of polling workers), whatever
     /// `poll_min_gain` says.
-    pub(crate) fn hold(&self, until: Jiffy) {
+    pub(crate) fn refuse(&self, until: Jiffy, firm: bool) {
         let vq = &self.vq;
-        vq.kicks.hold_until(until);
+        vq.kicks.close_until(until, firm);
         vq.counters.refused.fetch_add(1, Relaxed);
     }
 
@@ -160,10 +153,8 @@ impl Entry {
         let lane = self.policy.stopped(now, why, p).map(|(lane, closed)| {
             lane.remove_polled();
             // Its kicks need not ask before the cool-down ends.
-            match closed {
-                Some(until) if why == Exit::Budget => self.vq.kicks.hold_until(until),
-                Some(until) => self.vq.kicks.close_until(until),
-                None => {}
+            if let Some(until) = closed {
+                self.vq.kicks.close_until(until, why == Exit::Budget);
             }
             lane.index
         });

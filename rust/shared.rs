@@ -218,7 +218,7 @@ impl Shared {
                 }
             }
             Start::Refuse { until } => {
-                e.refuse(until);
+                e.refuse(until, false);
                 self.first.lane.counters.refused.fetch_add(1, Relaxed);
             }
         }
@@ -247,7 +247,7 @@ impl Shared {
             }
             Admit::No(until) => {
                 if let Some(Place::Here(e)) = table.get(slot) {
-                    e.hold(until);
+                    e.refuse(until, true);
                 }
                 self.first.lane.counters.refused.fetch_add(1, Relaxed);
                 false

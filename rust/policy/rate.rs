@@ -174,14 +174,10 @@ impl Kicks {
     }
 
     /// Kicks before `until` do not ask: a start now would be refused.
-    pub fn close_until(&self, until: Jiffy) {
-        self.gate.defer_until(until, false);
-    }
-
-    /// Kicks before `until` do not ask, whatever `poll_min_gain` says: the
-    /// budget of polling workers is full.
-    pub fn hold_until(&self, until: Jiffy) {
-        self.gate.defer_until(until, true);
+    /// With `firm` (the budget of polling workers is full) not even where
+    /// refusals for want of gain are not enforced (`poll_min_gain` 0).
+    pub fn close_until(&self, until: Jiffy, firm: bool) {
+        self.gate.defer_until(until, firm);
     }
 
     /// Its kicks in the jiffy `now`, or the one before: the rate a start

@@ -91,7 +91,7 @@ impl Sim {
                     vq.enters += 1;
                 }
                 Start::Refuse { until } => {
-                    vq.kicks.close_until(until);
+                    vq.kicks.close_until(until, false);
                     vq.refused += 1;
                 }
             }
@@ -104,7 +104,7 @@ impl Sim {
         if let Some((lane, closed)) = vq.policy.stopped(self.now, why, &self.p) {
             self.polled[lane] -= 1;
             if let Some(until) = closed {
-                vq.kicks.close_until(until);
+                vq.kicks.close_until(until, false);
             }
             vq.exits.push((t, why));
         }
