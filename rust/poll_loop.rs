@@ -37,6 +37,7 @@ use kernel::{
     prelude::*,
     sync::Arc,
     time::Ktime,
+    vhost_poller::Quiescent,
 };
 
 /// Another lane's thread, as the first lane keeps it.
@@ -91,6 +92,8 @@ struct LaneLoop<'a> {
     /// When the last pass's pause ended (`Ktime` ns), or 0 after a sleep:
     /// the lane's time per pass is counted from there.
     since_pass_ns: i64,
+    /// Its reports of RCU quiescent states while it spins.
+    quiescent: Quiescent,
 }
 
 impl LaneLoop<'_> {
@@ -232,6 +235,7 @@ impl LaneLoop<'_> {
             }
         }
         kthread::cond_resched();
+        self.quiescent.report();
         // The next pass's time counts from here; time given to others
         // after a yield is not the lane's.
         self.since_pass_ns =
@@ -380,6 +384,7 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
         sleep_next: false,
         placement: Placement::new(),
         since_pass_ns: 0,
+        quiescent: Quiescent::default(),
     };
     drive(c, &mut lane_loop);
     if let Some(helpers) = lane_loop.helpers.as_deref_mut() {

@@ -5013,6 +5013,460 @@ TEST_F(neighbour, polled_vq_pins_one_page_and_lets_it_go)
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
+/* An owner for the tests of a worker's spin, and the pipes that drive it. */
+struct idle_owner {
+	pid_t pid;
+	/* to: a byte has one more buffer used; from: a byte once it is. */
+	int to, from;
+};
+
+/*
+ * The owner's side: in the cgroup whose cgroup.procs is @procs (NULL:
+ * where it is), open a vhost-test device on CPU @worker_cpu, where its
+ * worker then stays, and drive it from CPU @cpu: a busy-loop timeout of
+ * @busyloop_us on its vq, the vq polled with a long idle window, then one
+ * buffer used for each byte on @to, a byte on @from once it is.
+ */
+static int idle_owner_run(int worker_cpu, int cpu, unsigned int busyloop_us,
+			  const char *procs, int to, int from)
+{
+	struct vhost_vring_state s;
+	struct vring_drv d;
+	char me[32], c = 'p';
+	int n, fd;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || pin_to(0, worker_cpu))
+		return 2;
+	if (procs) {
+		n = snprintf(me, sizeof(me), "%d\n", getpid());
+		fd = open(procs, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, me, n) != n)
+			return 3;
+		close(fd);
+	}
+	if (vring_open(&d, RING, true, 1 << 20) || pin_to(0, cpu))
+		return 4;
+	s.index = d.index;
+	s.num = busyloop_us;
+	if (ioctl(d.fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s) || poll_for_long(&d))
+		return 5;
+	do {
+		vring_post_kicked(&d, 1);
+		if (vring_drain(&d, STALL_MS))
+			return 6;
+		if (write(from, &c, 1) != 1)
+			return 7;
+	} while (read(to, &c, 1) == 1);
+	return 0;
+}
+
+/*
+ * Fork @o, an owner as idle_owner_run() says, and return once its vq is
+ * polled and a last buffer used: its worker then spins on the idle ring,
+ * without the driver's wake-ups on its CPU where @cpu is another. 0, or
+ * -errno, or -1000 less the owner's exit code.
+ */
+static int idle_owner_start(struct idle_owner *o, int worker_cpu, int cpu,
+			    unsigned int busyloop_us, const char *procs)
+{
+	int to[2], from[2], status;
+	char c;
+
+	if (pipe(to))
+		return -errno;
+	if (pipe(from)) {
+		close(to[0]);
+		close(to[1]);
+		return -EMFILE;
+	}
+	o->pid = fork();
+	if (!o->pid) {
+		close(to[1]);
+		close(from[0]);
+		_exit(idle_owner_run(worker_cpu, cpu, busyloop_us, procs, to[0], from[1]));
+	}
+	close(to[0]);
+	close(from[1]);
+	o->to = to[1];
+	o->from = from[0];
+	if (o->pid > 0 && read(o->from, &c, 1) == 1)
+		return 0;
+	close(o->to);
+	close(o->from);
+	if (o->pid < 0)
+		return -EAGAIN;
+	waitpid(o->pid, &status, 0);
+	return WIFEXITED(status) ? -1000 - WEXITSTATUS(status) : -EIO;
+}
+
+/* One more buffer of @o used: its worker's spin starts again. 0 or -EIO. */
+static int idle_owner_kick(struct idle_owner *o)
+{
+	char c = 'k';
+
+	if (write(o->to, &c, 1) != 1 || read(o->from, &c, 1) != 1)
+		return -EIO;
+	return 0;
+}
+
+/* End idle_owner_start()'s @o. */
+static void idle_owner_end(struct idle_owner *o)
+{
+	int status;
+
+	close(o->to);
+	close(o->from);
+	kill(o->pid, SIGKILL);
+	waitpid(o->pid, &status, 0);
+}
+
+/* How long @pid's worker spun on its vq @vq in the next @ms, in µs, or -1. */
+static long long spin_in_us(pid_t pid, unsigned int vq, unsigned int ms)
+{
+	struct vp_vq_row a, b;
+
+	if (vp_vq_sum(pid, vq, &a, NULL) != 1)
+		return -1;
+	vp_sleep_ms(ms);
+	if (vp_vq_sum(pid, vq, &b, NULL) != 1)
+		return -1;
+	return b.spin_us - a.spin_us;
+}
+
+/*
+ * A worker's CPU its own: CPU 1 for the owners' workers, CPU 0 for the
+ * polling thread, the unbound workqueues, this test and the owners'
+ * driving (idle_owner_start()); workers poll. 0 or -errno.
+ */
+static int worker_cpu_its_own(void)
+{
+	int ret = vp_param_set("poll_in_worker", 1);
+
+	if (!ret)
+		ret = thread_on_0_owners_on_1();
+	if (!ret)
+		ret = pin_to(0, 0);
+	return ret ? ret : wq_unbound_on(0);
+}
+
+/*
+ * The owner's busy-loop timeout is its worker's ceiling. With the
+ * worker's CPU its own (the polling thread, the unbound workqueues, this
+ * test and the owner's driving on CPU 0, the worker on CPU 1), a worker whose polled
+ * vq has gone idle spins on (here for most of the 300 ms measured; the
+ * idle window is 10 s); with a busy-loop timeout of 2 ms on that vq it
+ * spins at most that after its last work, then sleeps with notifications
+ * on. A timeout of 0, upstream's default, sets no ceiling.
+ */
+TEST_F(neighbour, busyloop_timeout_is_the_worker_ceiling)
+{
+	const unsigned int ceiling_us = 2000, ms = 300;
+	long long free_us, capped_us, bound_us;
+	struct idle_owner o;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: a worker's spin ends at another task on its CPU");
+	ASSERT_EQ(0, worker_cpu_its_own());
+	ASSERT_EQ(0, idle_owner_start(&o, 1, 0, 0, NULL));
+	free_us = spin_in_us(o.pid, 0, ms);
+	idle_owner_end(&o);
+	ASSERT_EQ(0, idle_owner_start(&o, 1, 0, ceiling_us, NULL));
+	capped_us = spin_in_us(o.pid, 0, ms);
+	idle_owner_end(&o);
+
+	/* The ceiling, the counts' jiffy of lag, and a round's look. */
+	bound_us = ceiling_us + vp_jiffies_ms(1) * 1000 + 1000;
+	TH_LOG("idle worker's spin in %u ms: %lld us without a ceiling, %lld us with %u us",
+	       ms, free_us, capped_us, ceiling_us);
+	ASSERT_LE(0, free_us);
+	ASSERT_LE(0, capped_us);
+	if (free_us < 4 * bound_us)
+		SKIP(return, "without a ceiling the worker spun %lld us: its CPU was not its own",
+		     free_us);
+	EXPECT_GE(bound_us, capped_us);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+#define GP_RUNS	9
+
+/*
+ * GP_RUNS grace periods (membarrier(GLOBAL)) 5 ms apart, each after one
+ * more buffer of @o if not NULL (its worker then spins again), sorted in
+ * @gp. False if membarrier is refused here, or @o failed.
+ */
+static bool grace_periods(unsigned long long *gp, struct idle_owner *o)
+{
+	int i;
+
+	for (i = 0; i < GP_RUNS; i++) {
+		if (o && idle_owner_kick(o))
+			return false;
+		vp_sleep_ms(5);
+		gp[i] = grace_period_us();
+		if (gp[i] == ~0ULL)
+			return false;
+	}
+	qsort(gp, GP_RUNS, sizeof(*gp), cmp_ull);
+	return true;
+}
+
+/*
+ * A poller's spin holds up no RCU grace period. synchronize_rcu() waits
+ * for every CPU to pass a quiescent state, and a task that spins in the
+ * kernel of a kernel without preemption passes none unless it says so:
+ * RCU then has to force one (resched_cpu()) after jiffies_to_sched_qs,
+ * 100 ms here. The median of GP_RUNS grace periods while it spins on an
+ * idle polled vq, its CPU its own, is within twice the median with
+ * nothing polled, and 5 ms.
+ */
+static void grace_period_held(struct __test_metadata *_metadata, const char *who,
+			      const unsigned long long *none, const unsigned long long *polled,
+			      unsigned long long spun_us)
+{
+	unsigned long long bound = 2 * none[GP_RUNS / 2] + 5000;
+
+	TH_LOG("grace period, median of %d: %llu us with nothing polled, %llu us with the %s",
+	       GP_RUNS, none[GP_RUNS / 2], polled[GP_RUNS / 2], who);
+	TH_LOG("spinning (bound %llu us; longest %llu us; it spun %llu us)", bound,
+	       polled[GP_RUNS - 1], spun_us);
+	/* It must have spun through the sleeps for this to mean anything. */
+	if (spun_us < GP_RUNS * 5000 / 2)
+		SKIP(return, "the %s spun only %llu us: its CPU was not its own", who, spun_us);
+	EXPECT_GE(bound, polled[GP_RUNS / 2]);
+}
+
+/* The worker's spin (poll_in_worker), after each of GP_RUNS buffers. */
+TEST_F(neighbour, spinning_worker_holds_up_no_grace_period)
+{
+	unsigned long long none[GP_RUNS], polled[GP_RUNS];
+	struct vp_vq_row a, b;
+	struct idle_owner o;
+	bool measured;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: on one, a grace period is free (membarrier)");
+	ASSERT_EQ(0, worker_cpu_its_own());
+	if (!grace_periods(none, NULL))
+		SKIP(return, "membarrier(MEMBARRIER_CMD_GLOBAL) refused here");
+	ASSERT_EQ(0, idle_owner_start(&o, 1, 0, 0, NULL));
+	ASSERT_EQ(1, vp_vq_sum(o.pid, 0, &a, NULL));
+	measured = grace_periods(polled, &o);
+	vp_sleep_ms(vp_jiffies_ms(2));
+	ASSERT_EQ(1, vp_vq_sum(o.pid, 0, &b, NULL));
+	idle_owner_end(&o);
+	ASSERT_TRUE(measured);
+	grace_period_held(_metadata, "worker", none, polled, b.spin_us - a.spin_us);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/*
+ * The polling thread's spin (poll_in_worker=0, poll_max_nap=0), on CPU 1,
+ * the owner and its worker on CPU 0.
+ */
+TEST_F(neighbour, spinning_thread_holds_up_no_grace_period)
+{
+	unsigned long long none[GP_RUNS], polled[GP_RUNS];
+	struct vp_worker w;
+	struct vring_drv d;
+	__s64 ran_ns;
+	bool measured;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: on one, a grace period is free (membarrier)");
+	ASSERT_EQ(0, vp_worker(&w));
+	ASSERT_EQ(0, pin_to(w.pid, 1));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, wq_unbound_on(0));
+	if (!grace_periods(none, NULL))
+		SKIP(return, "membarrier(MEMBARRIER_CMD_GLOBAL) refused here");
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ran_ns = vp_task_runtime_ns(w.pid);
+	if (ran_ns < 0) {
+		vring_close(&d);
+		SKIP(return, "no /proc/PID/sched (CONFIG_SCHED_DEBUG): no thread run time");
+	}
+	measured = grace_periods(polled, NULL);
+	/* Its time while it polled the one vq. */
+	ran_ns = vp_task_runtime_ns(w.pid) - ran_ns;
+	vring_close(&d);
+	ASSERT_TRUE(measured);
+	grace_period_held(_metadata, "polling thread", none, polled, ran_ns / 1000);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/* A cgroup v2 group for the tests, and where its hierarchy is mounted. */
+struct cg {
+	char root[128], dir[192];
+	bool mounted;
+};
+
+#define CG_MNT	"/tmp/vhost_poll_test.cgroup"
+#define CG_NAME	"vhost_poll_test"
+
+/* Write @s to file @name of directory @dir; 0 or -errno. */
+static int cg_write(const char *dir, const char *name, const char *s)
+{
+	char path[256];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* Key @key of @cg's cpu.stat, or -1. */
+static long long cg_stat(const struct cg *cg, const char *key)
+{
+	char path[256], k[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cpu.stat", cg->dir);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", k, &v) == 2)
+		if (!strcmp(k, key))
+			ret = v;
+	fclose(f);
+	return ret;
+}
+
+/* Take @cg's group away, and the mount cg_make() made. */
+static void cg_remove(struct cg *cg)
+{
+	int ms;
+
+	/* A killed task leaves its group a moment after it is reaped. */
+	for (ms = 0; *cg->dir && rmdir(cg->dir) && errno == EBUSY && ms < STALL_MS; ms++)
+		vp_sleep_ms(1);
+	if (cg->mounted) {
+		umount2(cg->root, MNT_DETACH);
+		rmdir(cg->root);
+	}
+	cg->mounted = false;
+	*cg->dir = 0;
+}
+
+/*
+ * Make @cg: a group with the cpu controller in the cgroup v2 hierarchy,
+ * mounted at CG_MNT if it is nowhere yet. NULL, or why the test cannot run
+ * here, with *@ret 0; or NULL with a failed step's -errno in *@ret.
+ */
+static const char *cg_make(struct cg *cg, int *ret)
+{
+	char line[512], dev[64], dir[128], type[64], ctl[256] = "";
+	FILE *f;
+
+	memset(cg, 0, sizeof(*cg));
+	*ret = 0;
+	f = fopen("/proc/self/mounts", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %127s %63s", dev, dir, type) == 3 &&
+		    !strcmp(type, "cgroup2")) {
+			snprintf(cg->root, sizeof(cg->root), "%s", dir);
+			break;
+		}
+	if (f)
+		fclose(f);
+	if (!*cg->root) {
+		snprintf(cg->root, sizeof(cg->root), "%s", CG_MNT);
+		if (mkdir(CG_MNT, 0755) && errno != EEXIST)
+			return *ret = -errno, NULL;
+		if (mount("none", CG_MNT, "cgroup2", 0, NULL)) {
+			rmdir(CG_MNT);
+			return "no cgroup v2 here (CONFIG_CGROUPS)";
+		}
+		cg->mounted = true;
+	}
+	snprintf(line, sizeof(line), "%s/cgroup.controllers", cg->root);
+	if (vp_read_line(line, ctl, sizeof(ctl)) < 0 || !strstr(ctl, "cpu")) {
+		cg_remove(cg);
+		return "no cpu controller (CONFIG_CGROUP_SCHED)";
+	}
+	*ret = cg_write(cg->root, "cgroup.subtree_control", "+cpu");
+	snprintf(cg->dir, sizeof(cg->dir), "%s/" CG_NAME, cg->root);
+	if (!*ret && mkdir(cg->dir, 0755) && errno != EEXIST)
+		*ret = -errno;
+	snprintf(line, sizeof(line), "%s/cpu.max", cg->dir);
+	if (!*ret && access(line, W_OK)) {
+		cg_remove(cg);
+		return "no cpu.max (CONFIG_CFS_BANDWIDTH)";
+	}
+	if (*ret)
+		cg_remove(cg);
+	return NULL;
+}
+
+/*
+ * A worker's polling is its owner's CPU, in its owner's cgroup: an owner
+ * in a group, its polled vq idle, the group's CPU time over 300 ms
+ * uncapped, then with cpu.max at 1 ms in 100 ms. Capped, the group's
+ * worker runs no more than the quota and a jiffy of each period measured
+ * and one more, and is throttled; uncapped it ran more than that.
+ */
+TEST_F(neighbour, capped_cgroup_throttles_its_worker_polling)
+{
+	const unsigned int ms = 300, quota_us = 1000, period_us = 100000;
+	long long u0, u1, u2, t1, t2, bound_us;
+	char procs[256], max[64];
+	struct idle_owner o;
+	const char *why;
+	struct cg cg;
+	int ret;
+
+	why = cg_make(&cg, &ret);
+	if (why)
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, vp_param_set("poll_in_worker", 1));
+	if (vp_ncpus() > 1)
+		ASSERT_EQ(0, worker_cpu_its_own());
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg.dir);
+	ret = idle_owner_start(&o, vp_ncpus() - 1, 0, 0, procs);
+	EXPECT_EQ(0, ret);
+	if (ret) {
+		cg_remove(&cg);
+		return;
+	}
+	vp_sleep_ms(vp_jiffies_ms(2));
+	u0 = cg_stat(&cg, "usage_usec");
+	vp_sleep_ms(ms);
+	u1 = cg_stat(&cg, "usage_usec");
+	t1 = cg_stat(&cg, "nr_throttled");
+	snprintf(max, sizeof(max), "%u %u", quota_us, period_us);
+	ret = cg_write(cg.dir, "cpu.max", max);
+	vp_sleep_ms(ms);
+	u2 = cg_stat(&cg, "usage_usec");
+	t2 = cg_stat(&cg, "nr_throttled");
+	idle_owner_end(&o);
+	cg_remove(&cg);
+
+	ASSERT_EQ(0, ret);
+	ASSERT_LE(0, u0);
+	ASSERT_LE(0, t1);
+	/*
+	 * The quota of each period the window touches; and a jiffy more in
+	 * each, as a task that spins is charged, and throttled, at the tick.
+	 */
+	bound_us = ((long long)quota_us + vp_jiffies_ms(1) * 1000) * (ms * 1000 / period_us + 2);
+	TH_LOG("owner's group in %u ms, idle vq polled: %lld us uncapped, %lld us with cpu.max %s",
+	       ms, u1 - u0, u2 - u1, max);
+	TH_LOG("(bound %lld us), throttled %lld times", bound_us, t2 - t1);
+	if (u1 - u0 < 4 * bound_us)
+		SKIP(return, "uncapped, the worker ran %lld us: nothing for the cap to throttle",
+		     u1 - u0);
+	EXPECT_GE(bound_us, u2 - u1);
+	EXPECT_LE(1, t2 - t1);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
 /* Ratios the lanes test measures, at most twice as many tries, and the
  * median they must reach.
  */
