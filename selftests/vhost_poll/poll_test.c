@@ -5133,6 +5133,30 @@ static long long spin_in_us(pid_t pid, unsigned int vq, unsigned int ms)
 	return b.spin_us - a.spin_us;
 }
 
+#define SPIN_TRIES	5
+
+/*
+ * The longest spin of @o's worker in @ms after one more buffer, of
+ * SPIN_TRIES: a spin that some other task on the worker's CPU cut short
+ * (a per-CPU work item of the teardown of an earlier test's devices) is
+ * not started again until the next buffer. In µs, or -1.
+ */
+static long long longest_spin_us(struct idle_owner *o, unsigned int ms)
+{
+	long long most = -1, us;
+	int i;
+
+	for (i = 0; i < SPIN_TRIES; i++) {
+		if (i && idle_owner_kick(o))
+			return -1;
+		us = spin_in_us(o->pid, 0, ms);
+		if (us < 0)
+			return -1;
+		most = us > most ? us : most;
+	}
+	return most;
+}
+
 /*
  * A worker's CPU its own: CPU 1 for the owners' workers, CPU 0 for the
  * polling thread, the unbound workqueues, this test and the owners'
@@ -5152,11 +5176,12 @@ static int worker_cpu_its_own(void)
 /*
  * The owner's busy-loop timeout is its worker's ceiling. With the
  * worker's CPU its own (the polling thread, the unbound workqueues, this
- * test and the owner's driving on CPU 0, the worker on CPU 1), a worker whose polled
- * vq has gone idle spins on (here for most of the 300 ms measured; the
- * idle window is 10 s); with a busy-loop timeout of 2 ms on that vq it
- * spins at most that after its last work, then sleeps with notifications
- * on. A timeout of 0, upstream's default, sets no ceiling.
+ * test and the owner's driving on CPU 0, the worker on CPU 1), a worker
+ * whose polled vq has gone idle spins on (here for most of the 300 ms
+ * measured, in the longest of SPIN_TRIES; the idle window is 10 s); with
+ * a busy-loop timeout of 2 ms on that vq it spins at most that after its
+ * last work, then sleeps with notifications on. A timeout of 0,
+ * upstream's default, sets no ceiling.
  */
 TEST_F(neighbour, busyloop_timeout_is_the_worker_ceiling)
 {
@@ -5168,10 +5193,10 @@ TEST_F(neighbour, busyloop_timeout_is_the_worker_ceiling)
 		SKIP(return, "needs 2 CPUs: a worker's spin ends at another task on its CPU");
 	ASSERT_EQ(0, worker_cpu_its_own());
 	ASSERT_EQ(0, idle_owner_start(&o, 1, 0, 0, NULL));
-	free_us = spin_in_us(o.pid, 0, ms);
+	free_us = longest_spin_us(&o, ms);
 	idle_owner_end(&o);
 	ASSERT_EQ(0, idle_owner_start(&o, 1, 0, ceiling_us, NULL));
-	capped_us = spin_in_us(o.pid, 0, ms);
+	capped_us = longest_spin_us(&o, ms);
 	idle_owner_end(&o);
 
 	/* The ceiling, the counts' jiffy of lag, and a round's look. */
@@ -5405,11 +5430,28 @@ static const char *cg_make(struct cg *cg, int *ret)
 }
 
 /*
+ * @ms with one more buffer of @o every 20 ms: a spin of its worker that
+ * another task on its CPU cut short starts again. 0 or -EIO.
+ */
+static int kicked_for(struct idle_owner *o, unsigned int ms)
+{
+	unsigned long long t0 = vp_now_ms();
+
+	while (vp_now_ms() - t0 < ms) {
+		if (idle_owner_kick(o))
+			return -EIO;
+		vp_sleep_ms(20);
+	}
+	return 0;
+}
+
+/*
  * A worker's polling is its owner's CPU, in its owner's cgroup: an owner
- * in a group, its polled vq idle, the group's CPU time over 300 ms
- * uncapped, then with cpu.max at 1 ms in 100 ms. Capped, the group's
- * worker runs no more than the quota and a jiffy of each period measured
- * and one more, and is throttled; uncapped it ran more than that.
+ * in a group, its polled vq idle but for a buffer every 20 ms, the
+ * group's CPU time over 300 ms uncapped, then with cpu.max at 1 ms in
+ * 100 ms. Capped, the group (its worker and its driving) runs no more
+ * than the quota and a jiffy of each period measured and one more, and
+ * is throttled; uncapped it ran more than that.
  */
 TEST_F(neighbour, capped_cgroup_throttles_its_worker_polling)
 {
@@ -5437,12 +5479,14 @@ TEST_F(neighbour, capped_cgroup_throttles_its_worker_polling)
 	}
 	vp_sleep_ms(vp_jiffies_ms(2));
 	u0 = cg_stat(&cg, "usage_usec");
-	vp_sleep_ms(ms);
+	ret = kicked_for(&o, ms);
 	u1 = cg_stat(&cg, "usage_usec");
 	t1 = cg_stat(&cg, "nr_throttled");
 	snprintf(max, sizeof(max), "%u %u", quota_us, period_us);
-	ret = cg_write(cg.dir, "cpu.max", max);
-	vp_sleep_ms(ms);
+	if (!ret)
+		ret = cg_write(cg.dir, "cpu.max", max);
+	if (!ret)
+		ret = kicked_for(&o, ms);
 	u2 = cg_stat(&cg, "usage_usec");
 	t2 = cg_stat(&cg, "nr_throttled");
 	idle_owner_end(&o);
@@ -5464,6 +5508,60 @@ TEST_F(neighbour, capped_cgroup_throttles_its_worker_polling)
 		     u1 - u0);
 	EXPECT_GE(bound_us, u2 - u1);
 	EXPECT_LE(1, t2 - t1);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
+/*
+ * The owner's side of memlock_zero_pins_nothing: with RLIMIT_MEMLOCK 0,
+ * a device polled by the polling thread, and 2,000 buffers through it,
+ * with VmPin read all along. Exit code 0, or which step failed: 10 a pin
+ * seen (VmPin above 0), others a step before.
+ */
+static int memlock_zero_owner(void)
+{
+	struct rlimit none = { 0, 0 };
+	long long kb, most = 0;
+	struct vp_vq_row sum;
+	struct vring_drv d;
+	int i;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &none) || vm_pin_kb() != 0)
+		return 2;
+	if (vring_open(&d, RING, true, 1 << 16) || poll_for_long(&d))
+		return 3;
+	for (i = 0; i < 20; i++) {
+		if (vring_stream(&d, 100, 4, STALL_MS))
+			return 4;
+		kb = vm_pin_kb();
+		most = kb > most ? kb : most;
+		vp_sleep_ms(2);
+	}
+	if (!vring_all_used_once(&d) || vp_vq_sum(getpid(), d.index, &sum, NULL) != 1 ||
+	    !sum.enters)
+		return 5;
+	vring_close(&d);
+	return most ? 10 : 0;
+}
+
+/*
+ * The pin is held to the owner's RLIMIT_MEMLOCK, as vhost-vdpa holds its
+ * maps: an owner whose limit is 0 gets its vq polled, and served, with
+ * nothing pinned (its looks go through its address space).
+ */
+TEST_F(neighbour, memlock_zero_pins_nothing)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(memlock_zero_owner());
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	TH_LOG("owner with RLIMIT_MEMLOCK 0: %s", !WEXITSTATUS(status) ? "nothing pinned" :
+	       WEXITSTATUS(status) == 10 ? "a page pinned" : "a step failed");
+	EXPECT_EQ(0, WEXITSTATUS(status));
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
