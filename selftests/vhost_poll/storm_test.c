@@ -1497,8 +1497,9 @@ static int mem_proc_run(struct mem_proc *p, int ready, int go)
 
 /*
  * Wait up to @ms for child @pid; its pid, or 0 if it is still running:
- * then where it waits is logged, every blocked task's stack goes to the
- * kernel log (sysrq w), and it is killed and reaped.
+ * then where it waits is logged (and the step of @p, the memory storm's
+ * process, if not NULL), every blocked task's stack goes to the kernel
+ * log (sysrq w), and it is killed and reaped.
  */
 static pid_t wait_bounded(struct __test_metadata *_metadata, pid_t pid, int *status,
 			  unsigned int ms, const struct mem_proc *p)
@@ -1522,8 +1523,9 @@ static pid_t wait_bounded(struct __test_metadata *_metadata, pid_t pid, int *sta
 		wchan[n > 0 ? n : 0] = 0;
 		close(fd);
 	}
-	TH_LOG("process %d still running after %u ms: %s, %u of %u devices closed, waits in %s",
-	       pid, ms, p->step, p->closed, p->opened, wchan);
+	TH_LOG("process %d still running after %u ms, waits in %s", pid, ms, wchan);
+	if (p)
+		TH_LOG("(%s, %u of %u devices closed)", p->step, p->closed, p->opened);
 	fd = open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		if (write(fd, "w", 1) != 1)
@@ -1692,4 +1694,286 @@ TEST_F_TIMEOUT(storm, many_devices_memory, MEM_TIMEOUT)
 int main(int argc, char **argv)
 {
 	return vp_harness_main(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
+}
+
+/* The random storm's drivers, and the operations each tries on its device. */
+#define RANDOM_DRIVERS	3
+
+enum rop {
+	ROP_POST, ROP_CALL, ROP_CALL_BADF, ROP_GET_BASE, ROP_SET_NUM, ROP_FEATURES,
+	ROP_MEM_TABLE, ROP_KICK, ROP_BACKEND, ROP_CLOSE, ROP_N
+};
+
+static const char *const rop_name[ROP_N] = {
+	"post", "SET_VRING_CALL", "SET_VRING_CALL (bad fd)", "GET_VRING_BASE",
+	"SET_VRING_NUM", "SET_FEATURES", "SET_MEM_TABLE", "SET_VRING_KICK",
+	"backend off and on", "close",
+};
+
+/* The features vring_open_owner() gave @d. */
+static __u64 drv_features(const struct vring_drv *d)
+{
+	return (d->dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
+	       (d->event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
+}
+
+/*
+ * Operation @op on @d, as a driver (or an attacker) may try it on a
+ * running device: what it returned. Refusals (a bad fd, a size change
+ * while the backend runs) are part of the storm, not failures; none of
+ * these changes what the ring is.
+ */
+static int rop_do(struct vring_drv *d, enum rop op)
+{
+	struct vhost_vring_state s = { .index = d->index, .num = d->num };
+	struct vhost_vring_file f = { .index = d->index, .fd = INT_MAX };
+	__u64 features = drv_features(d);
+
+	switch (op) {
+	case ROP_CALL:
+		return reconfigure(d, RC_VRING_CALL);
+	case ROP_CALL_BADF:
+		return ioctl(d->fd, VHOST_SET_VRING_CALL, &f) ? -errno : 0;
+	case ROP_GET_BASE:
+		return ioctl(d->fd, VHOST_GET_VRING_BASE, &s) ? -errno : 0;
+	case ROP_SET_NUM:
+		return ioctl(d->fd, VHOST_SET_VRING_NUM, &s) ? -errno : 0;
+	case ROP_FEATURES:
+		return ioctl(d->fd, VHOST_SET_FEATURES, &features) ? -errno : 0;
+	case ROP_MEM_TABLE:
+		return reconfigure(d, RC_MEM_TABLE);
+	case ROP_KICK:
+		return reconfigure(d, RC_VRING_KICK);
+	case ROP_BACKEND:
+		return reconfigure(d, RC_BACKEND);
+	default:
+		return 0;
+	}
+}
+
+#define ROP_HISTORY	8
+
+/* What a random driver did last, for the report of a ring left undrained. */
+struct rop_history {
+	enum rop op[ROP_HISTORY];
+	int ret[ROP_HISTORY];
+	unsigned int n;
+};
+
+static void rop_note(struct rop_history *h, enum rop op, int ret)
+{
+	h->op[h->n % ROP_HISTORY] = op;
+	h->ret[h->n % ROP_HISTORY] = ret;
+	h->n++;
+}
+
+/* @h's operations, oldest first, in @buf. */
+static void rop_show(const struct rop_history *h, char *buf, size_t len)
+{
+	unsigned int i = h->n > ROP_HISTORY ? h->n - ROP_HISTORY : 0;
+	size_t at = 0;
+
+	buf[0] = 0;
+	for (; i < h->n && at < len; i++)
+		at += snprintf(buf + at, len - at, "%s%s (%d)", at ? ", " : "",
+			       rop_name[h->op[i % ROP_HISTORY]], h->ret[i % ROP_HISTORY]);
+}
+
+/*
+ * Open a device for the random storm: vhost-test or vhost-net's transmit
+ * queue, event index or not, its worker a kernel thread or a thread of
+ * this process, as @seed's draws say. 0 or -errno.
+ */
+static int random_open(struct vring_drv *d, int *mode)
+{
+	enum vring_dev dev = rand() % 2 ? VRING_NET : VRING_TEST;
+	bool event_idx = rand() % 2;
+	int ret;
+
+	*mode = rand() % 2;
+	ret = vring_open_owner(d, dev, RING, event_idx, SEGMENT, *mode);
+	if (ret == -ENOTTY) {
+		/* No choice of worker in this kernel: its default. */
+		vring_close(d);
+		*mode = -1;
+		ret = vring_open_owner(d, dev, RING, event_idx, SEGMENT, -1);
+	}
+	return ret;
+}
+
+/*
+ * A random driver: for @ms, operations drawn from @seed on a device it
+ * opens, closes and opens again, and after each a few buffers kicked as
+ * the ring asks, which must all be used within STALL_MS. Says on @out
+ * what it did, or which ring was left undrained and after what.
+ * Exit status 0, or 1 if a ring was left undrained, 2 if a step failed.
+ */
+static int random_driver(unsigned int seed, unsigned int ms, int out)
+{
+	unsigned long long t0 = vp_now_ms(), rounds = 0, opens = 0, hot = 0;
+	struct rop_history h = { 0 };
+	struct tally t = { 0 };
+	char msg[1024], ops[700];
+	struct vp_vq_row row;
+	struct vring_drv d;
+	int mode = -1, ret, len, polled;
+	bool open = false;
+	enum rop op;
+
+	srand(seed);
+	while (vp_now_ms() - t0 < ms) {
+		if (!open) {
+			ret = random_open(&d, &mode);
+			if (ret) {
+				len = snprintf(msg, sizeof(msg), "open: %s", strerror(-ret));
+				return write(out, msg, len) == len ? 2 : 3;
+			}
+			open = true;
+			opens++;
+		}
+		op = rand() % ROP_N;
+		ret = rop_do(&d, op);
+		rop_note(&h, op, ret);
+		if (op == ROP_CLOSE) {
+			/* Drained: every buffer it posted used once. */
+			if (check_segment(&d, &t))
+				break;
+			vring_close(&d);
+			open = false;
+			continue;
+		}
+		if (make_room(&d, 8, &t))
+			break;
+		vring_post_kicked(&d, 1 + rand() % 8);
+		ret = drain_timed(&d, &t);
+		if (ret) {
+			rop_show(&h, ops, sizeof(ops));
+			vp_vq_sum(getpid(), d.index, &row, &polled);
+			len = snprintf(msg, sizeof(msg),
+				       "%s vq %u (%s worker, event index %d): %llu of %llu buffers used after %d ms; its row: polled %d, %llu kicks, %llu enters, %llu exits; last: %s",
+				       vring_is_net(d.dev) ? "vhost-net" : "vhost-test", d.index,
+				       mode == 0 ? "kthread" : mode == 1 ? "task" : "default",
+				       d.event_idx, (unsigned long long)d.used,
+				       (unsigned long long)d.posted, STALL_MS, polled, row.kicks,
+				       row.enters, row.exits, ops);
+			return write(out, msg, len) == len ? 1 : 3;
+		}
+		/* Now and then: was it polled? */
+		if (!(++rounds % 16) && vp_vq_sum(getpid(), d.index, &row, &polled) == 1)
+			hot += polled > 0;
+	}
+	ret = open ? check_segment(&d, &t) : 0;
+	if (open)
+		vring_close(&d);
+	len = snprintf(msg, sizeof(msg),
+		       "%llu rounds (%llu of %llu looks polled), %llu opens, %llu buffers checked once each, worst %llu ms%s",
+		       rounds, hot, rounds / 16, opens, t.checked, t.worst_ms,
+		       ret ? "; a buffer lost, used twice or unknown" : "");
+	if (write(out, msg, len) != len)
+		return 3;
+	return ret ? 2 : 0;
+}
+
+/* The module reloaded with random parameters, or one of them written. */
+static const char *random_module_op(void)
+{
+	static const unsigned int idle[] = { 0, 1, 2, 25 }, threads[] = { 1, 2, 4, 8 };
+	char args[160];
+
+	switch (rand() % 6) {
+	case 0:
+		if (unload_retry(1000, NULL))
+			return "unload";
+		snprintf(args, sizeof(args),
+			 "poll_start_rate=%d poll_stop_idle=%u poll_threads=%u poll_in_worker=%d",
+			 RATE_LOW, idle[rand() % 4], threads[rand() % 4], rand() % 2);
+		return vp_load(args) ? "load" : NULL;
+	case 1:
+		vp_param_set("poll_threads", threads[rand() % 4]);
+		return NULL;
+	case 2:
+		vp_param_set("poll_stop_idle", idle[rand() % 4]);
+		return NULL;
+	case 3:
+		vp_param_set("poll_min_gain", rand() % 2 ? 0 : 16);
+		return NULL;
+	case 4:
+		vp_param_set("poll_in_worker", rand() % 2);
+		return NULL;
+	default:
+		vp_param_set("poll_start_rate", rand() % 2 ? 1 : RATE_LOW);
+		return NULL;
+	}
+}
+
+/*
+ * 10. What an attacker would try, at random: RANDOM_DRIVERS processes
+ * drive vhost-test and vhost-net devices, kthread and task workers, with
+ * the vring ioctls a VMM or a hostile owner issues on a running device
+ * (call and kick files, a bad fd, the base, a size change it refuses,
+ * features, the memory table, the backend off and on, close and open),
+ * while the module is unloaded and loaded again and its parameters
+ * change (poll_threads, poll_stop_idle 0 among them, poll_min_gain,
+ * poll_in_worker). After every operation a few buffers, kicked as the
+ * ring asks, must all be used: a ring left undrained fails the storm,
+ * with the driver's last operations. @with_module false: the control,
+ * vhost_poll unloaded throughout. Seeds from $VHOST_POLL_SEED, or the
+ * clock, logged to replay a failure.
+ */
+static void random_storm(struct __test_metadata *_metadata, unsigned int n, bool with_module)
+{
+	const unsigned int ms = 150 * n;
+	const char *given = getenv("VHOST_POLL_SEED");
+	unsigned int seed = given ? strtoul(given, NULL, 0) : (unsigned int)vp_now_us();
+	int out[RANDOM_DRIVERS][2], status, i, failed = 0, module_ops = 0;
+	pid_t pid[RANDOM_DRIVERS];
+	const char *why = NULL;
+	char msg[1024];
+	ssize_t len;
+
+	TH_LOG("seed %u (VHOST_POLL_SEED=%u replays it), %u ms", seed, seed, ms);
+	if (!with_module)
+		ASSERT_EQ(0, unload_retry(1000, NULL));
+	for (i = 0; i < RANDOM_DRIVERS; i++) {
+		ASSERT_EQ(0, pipe(out[i]));
+		pid[i] = fork();
+		ASSERT_LE(0, pid[i]);
+		if (!pid[i]) {
+			close(out[i][0]);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			_exit(random_driver(seed + i, ms, out[i][1]));
+		}
+		close(out[i][1]);
+	}
+	srand(seed + RANDOM_DRIVERS);
+	while (with_module && waitpid(-1, &status, WNOHANG) == 0 && !why) {
+		why = random_module_op();
+		module_ops++;
+		vp_sleep_ms(20 + rand() % 50);
+	}
+	for (i = 0; i < RANDOM_DRIVERS; i++) {
+		if (!wait_bounded(_metadata, pid[i], &status, ms + 20000, NULL))
+			status = -1;
+		len = read(out[i][0], msg, sizeof(msg) - 1);
+		msg[len > 0 ? len : 0] = 0;
+		close(out[i][0]);
+		TH_LOG("driver %d: %s", i, msg);
+		failed += !WIFEXITED(status) || WEXITSTATUS(status);
+	}
+	TH_LOG("%d module operations%s%s", module_ops, why ? "; failed to " : "", why ? why : "");
+	EXPECT_EQ(NULL, why);
+	EXPECT_EQ(0, failed);
+	if (!with_module)
+		ASSERT_EQ(0, vp_load("poll_start_rate=4 poll_stop_idle=2" VP_STEADY));
+}
+
+TEST_F_TIMEOUT(storm, random_ops_drain, storm_timeout())
+{
+	random_storm(_metadata, self->n, true);
+}
+
+/* 10, the control: the same without the module. */
+TEST_F_TIMEOUT(storm, random_ops_drain_without_module, storm_timeout())
+{
+	random_storm(_metadata, self->n, false);
 }

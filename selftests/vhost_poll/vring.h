@@ -205,12 +205,20 @@ static inline int vring_start(struct vring_drv *d)
 	return vring_run(d, 1);
 }
 
-/* Open vhost-test or vhost-net (@dev) with a ring of @num entries;
- * @max_bufs bounds the sequence numbers this driver can check. 0 or
- * -errno.
+#ifndef VHOST_SET_FORK_FROM_OWNER
+/* 6.12.45 and later; not in older C libraries' headers. */
+#define VHOST_SET_FORK_FROM_OWNER	_IOW(VHOST_VIRTIO, 0x84, __u8)
+#endif
+
+/*
+ * Open vhost-test or vhost-net (@dev) with a ring of @num entries;
+ * @max_bufs bounds the sequence numbers this driver can check. Its worker
+ * is a kernel thread if @fork_owner is 0 (VHOST_FORK_OWNER_KTHREAD), a
+ * thread of this process if 1, as vhost's default has it if -1. 0 or
+ * -errno (-ENOTTY: the kernel has no such choice).
  */
-static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
-				 unsigned int num, bool event_idx, __u64 max_bufs)
+static inline int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsigned int num,
+				   bool event_idx, __u64 max_bufs, int fork_owner)
 {
 	/* vhost-net: legacy header (10 bytes), or 12 with mergeable buffers. */
 	__u64 features = (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
@@ -256,6 +264,12 @@ static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 	d->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->kick < 0 || d->call < 0)
 		return -errno;
+	if (fork_owner >= 0) {
+		__u8 v = fork_owner;
+
+		if (ioctl(d->fd, VHOST_SET_FORK_FROM_OWNER, &v))
+			return -errno;
+	}
 	if (ioctl(d->fd, VHOST_SET_OWNER, NULL) ||
 	    ioctl(d->fd, VHOST_SET_FEATURES, &features))
 		return -errno;
@@ -263,6 +277,13 @@ static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 	if (ret)
 		return ret;
 	return vring_start(d);
+}
+
+/* vring_open_owner(), the worker as vhost's default has it. */
+static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
+				 unsigned int num, bool event_idx, __u64 max_bufs)
+{
+	return vring_open_owner(d, dev, num, event_idx, max_bufs, -1);
 }
 
 static inline int vring_open(struct vring_drv *d, unsigned int num,
