@@ -1802,13 +1802,15 @@ static int random_open(struct vring_drv *d, int *mode)
 }
 
 /*
- * A random driver: for @ms, operations drawn from @seed on a device it
+ * A random driver: for @ms, and @most rounds at most (on simulated time,
+ * where the clock moves only while the CPU idles, rounds cost wall time
+ * but little simulated time), operations drawn from @seed on a device it
  * opens, closes and opens again, and after each a few buffers kicked as
  * the ring asks, which must all be used within STALL_MS. Says on @out
  * what it did, or which ring was left undrained and after what.
  * Exit status 0, or 1 if a ring was left undrained, 2 if a step failed.
  */
-static int random_driver(unsigned int seed, unsigned int ms, int out)
+static int random_driver(unsigned int seed, unsigned int ms, unsigned long long most, int out)
 {
 	unsigned long long t0 = vp_now_ms(), rounds = 0, opens = 0, hot = 0;
 	struct rop_history h = { 0 };
@@ -1821,7 +1823,7 @@ static int random_driver(unsigned int seed, unsigned int ms, int out)
 	enum rop op;
 
 	srand(seed);
-	while (vp_now_ms() - t0 < ms) {
+	while (vp_now_ms() - t0 < ms && rounds < most) {
 		if (!open) {
 			ret = random_open(&d, &mode);
 			if (ret) {
@@ -1840,6 +1842,7 @@ static int random_driver(unsigned int seed, unsigned int ms, int out)
 				break;
 			vring_close(&d);
 			open = false;
+			chunk_rest();
 			continue;
 		}
 		if (make_room(&d, 8, &t))
@@ -1861,6 +1864,8 @@ static int random_driver(unsigned int seed, unsigned int ms, int out)
 		/* Now and then: was it polled? */
 		if (!(++rounds % 16) && vp_vq_sum(getpid(), d.index, &row, &polled) == 1)
 			hot += polled > 0;
+		/* Simulated time passes only while the CPU idles (uml-tt). */
+		chunk_rest();
 	}
 	ret = open ? check_segment(&d, &t) : 0;
 	if (open)
@@ -1907,7 +1912,8 @@ static const char *random_module_op(void)
 }
 
 /*
- * 10. What an attacker would try, at random: RANDOM_DRIVERS processes
+ * 10. What an attacker would try, at random, for 150 ms and 100 rounds
+ * of each driver per unit of scale: RANDOM_DRIVERS processes
  * drive vhost-test and vhost-net devices, kthread and task workers, with
  * the vring ioctls a VMM or a hostile owner issues on a running device
  * (call and kick files, a bad fd, the base, a size change it refuses,
@@ -1941,7 +1947,7 @@ static void random_storm(struct __test_metadata *_metadata, unsigned int n, bool
 		if (!pid[i]) {
 			close(out[i][0]);
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			_exit(random_driver(seed + i, ms, out[i][1]));
+			_exit(random_driver(seed + i, ms, 100ULL * n, out[i][1]));
 		}
 		close(out[i][1]);
 	}
