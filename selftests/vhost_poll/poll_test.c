@@ -699,19 +699,59 @@ static unsigned int post_big(struct vring_drv *d, unsigned int n, void *big, __u
 	return i;
 }
 
-enum leave_request { LEAVE_SET_VRING_CALL, LEAVE_SET_MEM_TABLE, LEAVE_RATE_ZERO, LEAVE_N };
+/*
+ * What does not change how the ring is read leaves a polled vq polled: a
+ * GET of its base or busy-loop timeout, its call file set again, its
+ * error file unbound, its busy-loop timeout set (a polling worker reads
+ * it as it spins). Its buffers then go through as before. (Every vring
+ * ioctl took it back to notification mode, until its kicks reached the
+ * rate again.) vhost-net's; vhost-test flushes its device after every
+ * ioctl (vhost_test_ioctl()), and a flush takes its vqs back.
+ */
+TEST_F(poll, reads_and_call_files_leave_it_polled)
+{
+	struct vhost_vring_state s = { .index = self->d.index };
+	struct vhost_vring_file f = { .index = self->d.index };
+	struct vp_vq_row a, b;
+	int polled;
+
+	if (!vring_is_net(variant->dev))
+		SKIP(return, "vhost-test flushes, and so quiesces, after every ioctl");
+	ASSERT_EQ(0, poll_for_long(&self->d));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &a, &polled));
+	ASSERT_LE(1, polled);
+	ASSERT_EQ(0, ioctl(self->d.fd, VHOST_GET_VRING_BASE, &s));
+	ASSERT_EQ(0, ioctl(self->d.fd, VHOST_GET_VRING_BUSYLOOP_TIMEOUT, &s));
+	f.fd = self->d.call;
+	ASSERT_EQ(0, ioctl(self->d.fd, VHOST_SET_VRING_CALL, &f));
+	f.fd = -1;
+	ASSERT_EQ(0, ioctl(self->d.fd, VHOST_SET_VRING_ERR, &f));
+	s.num = 0;
+	ASSERT_EQ(0, ioctl(self->d.fd, VHOST_SET_VRING_BUSYLOOP_TIMEOUT, &s));
+	/* A hand-back, had there been one, shows within a jiffy or two. */
+	vp_sleep_ms(vp_jiffies_ms(2) + 2);
+	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &b, &polled));
+	TH_LOG("after five such ioctls: %d polled, %llu exits (%llu before)", polled, b.exits,
+	       a.exits);
+	EXPECT_EQ(a.exits, b.exits);
+	EXPECT_LE(1, polled);
+	ASSERT_EQ(0, vring_stream(&self->d, 200, 4, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&self->d));
+}
+
+enum leave_request { LEAVE_SET_VRING_KICK, LEAVE_SET_MEM_TABLE, LEAVE_RATE_ZERO, LEAVE_N };
 
 static const char *const leave_name[LEAVE_N] = {
-	"SET_VRING_CALL", "SET_MEM_TABLE", "poll_start_rate=0",
+	"SET_VRING_KICK", "SET_MEM_TABLE", "poll_start_rate=0",
 };
 
 static int leave_poll_mode(struct vring_drv *d, enum leave_request how, void *big, size_t len)
 {
-	struct vhost_vring_file f = { .index = d->index, .fd = d->call };
+	struct vhost_vring_file f = { .index = d->index, .fd = d->kick };
 
 	switch (how) {
-	case LEAVE_SET_VRING_CALL:
-		return ioctl(d->fd, VHOST_SET_VRING_CALL, &f) ? -errno : 0;
+	case LEAVE_SET_VRING_KICK:
+		return ioctl(d->fd, VHOST_SET_VRING_KICK, &f) ? -errno : 0;
 	case LEAVE_SET_MEM_TABLE:
 		return set_mem_with(d, big, len);
 	default:
@@ -2373,8 +2413,8 @@ TEST_F(teardown, trace_events_show_entries_and_exits)
 	/* In again, then taken back by vhost. */
 	ASSERT_EQ(0, poll_for_long(&d));
 	f.index = d.index;
-	f.fd = d.call;
-	ASSERT_EQ(0, ioctl(d.fd, VHOST_SET_VRING_CALL, &f));
+	f.fd = d.kick;
+	ASSERT_EQ(0, ioctl(d.fd, VHOST_SET_VRING_KICK, &f));
 	ASSERT_EQ(0, tracefs_write("events/vhost_poller/enable", "0"));
 
 	EXPECT_LE(2, trace_lines("vhost_poller_start: ", owner)) {
@@ -2411,9 +2451,9 @@ TEST_F(teardown_vhost_net, net_tx_leaving_on_request_strands_nothing)
 		n = vring_post(&d, FRAMES);
 		ASSERT_EQ(FRAMES, n);
 		taken = poller_takes(&d, tries, used0);
-		ASSERT_EQ(0, leave_poll_mode(&d, LEAVE_SET_VRING_CALL, NULL, 0));
+		ASSERT_EQ(0, leave_poll_mode(&d, LEAVE_SET_VRING_KICK, NULL, 0));
 		ASSERT_EQ(0, vring_drain(&d, STALL_MS)) {
-			TH_LOG("SET_VRING_CALL after the poller sent %u of %u: %llu never sent",
+			TH_LOG("SET_VRING_KICK after the poller sent %u of %u: %llu never sent",
 			       taken, n, (unsigned long long)(d.posted - d.used));
 		}
 		if (taken && taken < n)
