@@ -5605,6 +5605,45 @@ TEST_F(neighbour, memlock_zero_pins_nothing)
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
+/*
+ * A pinned page that is no longer the ring's goes: the owner maps a copy
+ * of its avail page over it behind vhost's back (MAP_FIXED), and its
+ * driver's writes go to the copy. The next look through the owner's
+ * address space reads an index the pinned page cannot show and drops the
+ * pin (VmPin back to 0), where the stale page was kept, and read, until
+ * the next start; the buffers meanwhile are all used, once.
+ */
+TEST_F(neighbour, remapped_ring_page_drops_the_pin)
+{
+	long long page_kb = sysconf(_SC_PAGESIZE) / 1024, kb;
+	size_t page = sysconf(_SC_PAGESIZE);
+	struct vring_drv d;
+	char *at, *copy;
+
+	if (vm_pin_kb() < 0)
+		SKIP(return, "no VmPin in /proc/self/status");
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 16));
+	ASSERT_EQ(0, poll_for_long(&d));
+	kb = vm_pin_becomes(page_kb);
+	ASSERT_EQ(page_kb, kb);
+	at = (char *)((uintptr_t)&d.vr.avail->idx & ~(uintptr_t)(page - 1));
+	copy = malloc(page);
+	ASSERT_NE(NULL, copy);
+	memcpy(copy, at, page);
+	ASSERT_EQ(at, mmap(at, page, PROT_READ | PROT_WRITE,
+			   MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	memcpy(at, copy, page);
+	free(copy);
+	ASSERT_EQ(0, vring_stream(&d, 50, 1, STALL_MS));
+	kb = vm_pin_becomes(0);
+	TH_LOG("avail page remapped: VmPin %lld kB after 50 buffers", kb);
+	EXPECT_EQ(0, kb);
+	ASSERT_EQ(0, vring_stream(&d, 50, 1, STALL_MS));
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+}
+
 /* Ratios the lanes test measures, at most twice as many tries, and the
  * median they must reach.
  */
