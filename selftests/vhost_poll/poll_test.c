@@ -5379,20 +5379,13 @@ struct cg {
 #define CG_MNT	"/tmp/vhost_poll_test.cgroup"
 #define CG_NAME	"vhost_poll_test"
 
-/* Write @s to file @name of directory @dir; 0 or -errno. */
+/* Write @s to file @name of directory @dir (write_text()); 0 or -errno. */
 static int cg_write(const char *dir, const char *name, const char *s)
 {
 	char path[256];
-	int fd, ret = 0;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
-		ret = -errno;
-	close(fd);
-	return ret;
+	return write_text(path, s);
 }
 
 /* Key @key of @cg's cpu.stat, or -1. */

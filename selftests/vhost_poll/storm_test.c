@@ -1710,13 +1710,6 @@ static const char *const rop_name[ROP_N] = {
 	"backend off and on", "close",
 };
 
-/* The features vring_open_owner() gave @d. */
-static __u64 drv_features(const struct vring_drv *d)
-{
-	return (d->dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
-	       (d->event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
-}
-
 /*
  * Operation @op on @d, as a driver (or an attacker) may try it on a
  * running device: what it returned. Refusals (a bad fd, a size change
@@ -1727,7 +1720,7 @@ static int rop_do(struct vring_drv *d, enum rop op)
 {
 	struct vhost_vring_state s = { .index = d->index, .num = d->num };
 	struct vhost_vring_file f = { .index = d->index, .fd = INT_MAX };
-	__u64 features = drv_features(d);
+	__u64 features = vring_features(d->dev, d->event_idx);
 
 	switch (op) {
 	case ROP_CALL:

@@ -205,6 +205,17 @@ static inline int vring_start(struct vring_drv *d)
 	return vring_run(d, 1);
 }
 
+/*
+ * The features a driver of @dev acks: vhost-net's legacy header (10
+ * bytes), or 12 with mergeable buffers; version 1 for vhost-test.
+ */
+static inline __u64 vring_features(enum vring_dev dev, bool event_idx)
+{
+	return (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
+	       (dev == VRING_NET_RX_MRG ? 1ULL << VIRTIO_NET_F_MRG_RXBUF : 0) |
+	       (event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
+}
+
 #ifndef VHOST_SET_FORK_FROM_OWNER
 /* 6.12.45 and later; not in older C libraries' headers. */
 #define VHOST_SET_FORK_FROM_OWNER	_IOW(VHOST_VIRTIO, 0x84, __u8)
@@ -220,10 +231,7 @@ static inline int vring_start(struct vring_drv *d)
 static inline int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsigned int num,
 				   bool event_idx, __u64 max_bufs, int fork_owner)
 {
-	/* vhost-net: legacy header (10 bytes), or 12 with mergeable buffers. */
-	__u64 features = (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
-		(dev == VRING_NET_RX_MRG ? 1ULL << VIRTIO_NET_F_MRG_RXBUF : 0) |
-		(event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
+	__u64 features = vring_features(dev, event_idx);
 	size_t ring_len = vring_ring_len(num);
 	unsigned int i;
 	int ret;
