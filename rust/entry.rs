@@ -8,7 +8,10 @@ use crate::lane::Lane;
 use crate::policy::{Exit, Jiffy, Params, Seen, Start, ThreadLoad, Visited, VqPolicy};
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
-use kernel::{sync::Arc, vhost_poller::StopReason};
+use kernel::{
+    sync::Arc,
+    vhost_poller::{PolledBy, StopReason},
+};
 
 /// The table's entry for one virtqueue.
 ///
@@ -112,7 +115,7 @@ impl Entry {
             .vq
             .handle
             .access()
-            .is_some_and(|vq| vq.start(p.in_worker).is_ok())
+            .is_some_and(|vq| vq.start(polled_by(p)).is_ok())
         {
             return false;
         }
@@ -183,6 +186,18 @@ impl Entry {
     /// A visit at `now` saw `seen`: what the policy decided.
     pub(crate) fn visited(&mut self, now: Jiffy, seen: Seen, p: &Params) -> Visited {
         self.policy.visited(now, seen, p)
+    }
+}
+
+/// Who polls a virtqueue started with `p`: its own worker, or a lane's
+/// thread with `poll_stall_us` as the watchdog's bound.
+fn polled_by(p: &Params) -> PolledBy {
+    if p.in_worker {
+        PolledBy::Worker
+    } else {
+        PolledBy::Thread {
+            stall_us: p.stall_us(),
+        }
     }
 }
 

@@ -6,10 +6,10 @@
 //! `vhost-poll/1` and on.
 
 use crate::counters::LaneCounters;
-use crate::policy::{LanePolicy, Params, ThreadLoad, THREADS_MAX};
+use crate::policy::{Jiffy, LanePolicy, Params, ThreadLoad, THREADS_MAX};
 use crate::waker::Waker;
 use core::sync::atomic::{
-    AtomicBool, AtomicU32,
+    AtomicBool, AtomicU32, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
 use kernel::{
@@ -44,6 +44,10 @@ pub(crate) struct Lane {
     /// Its last contention window found its CPU wanted by others, as its
     /// thread last saw (`LanePolicy::contended`).
     contended: AtomicBool,
+    /// Held for stalls until the jiffy in `held_until`
+    /// (`LanePolicy::held_until`), as its thread last saw.
+    held: AtomicBool,
+    held_until: AtomicUsize,
     /// The first lane asked its thread to hand back and return
     /// (`poll_threads` wants fewer lanes); no vq is placed on it since.
     retiring: AtomicBool,
@@ -64,6 +68,8 @@ impl Lane {
                 counters: LaneCounters::default(),
                 polled: AtomicU32::new(0),
                 contended: AtomicBool::new(false),
+                held: AtomicBool::new(false),
+                held_until: AtomicUsize::new(0),
                 retiring: AtomicBool::new(false),
                 finished: AtomicBool::new(false),
             },
@@ -95,6 +101,20 @@ impl Lane {
         self.contended.store(contended, Relaxed);
     }
 
+    /// Records the hold its stalls put it under, until a jiffy, if any. It
+    /// ends by itself, whether or not the thread runs then.
+    pub(crate) fn set_held(&self, until: Option<Jiffy>) {
+        if let Some(until) = until {
+            self.held_until.store(until.raw(), Relaxed);
+        }
+        self.held.store(until.is_some(), Relaxed);
+    }
+
+    /// Whether it is held for stalls at `now`.
+    fn held(&self, now: Jiffy) -> bool {
+        self.held.load(Relaxed) && Jiffy::from_raw(self.held_until.load(Relaxed)).is_after(now)
+    }
+
     /// Asks its thread to hand its vqs back and return (the first lane,
     /// for a lane `poll_threads` no longer wants). Takes effect when the
     /// thread next runs; the watchdog covers its vqs until then.
@@ -124,6 +144,11 @@ impl Lane {
 
     /// The lane as placement sees it, with parameters `p`.
     pub(crate) fn load(&self, p: &Params) -> ThreadLoad {
-        LanePolicy::load(self.polled(), self.contended.load(Relaxed), p)
+        LanePolicy::load(
+            self.polled(),
+            self.contended.load(Relaxed),
+            self.held(crate::clock::now()),
+            p,
+        )
     }
 }

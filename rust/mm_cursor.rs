@@ -7,11 +7,10 @@
 //! the idle ring's case). The lane stays in one address space as long as
 //! the next virtqueue to visit is in it too or needs none, so a pass over
 //! one owner's vqs, or over idle ones, costs no switch; it enters and
-//! leaves with no lock held,
-//! and the reference it held is put asynchronously
-//! (`mmput_async_unbound`), so that the last reference of an exiting
-//! owner is never torn down in the lane's thread, nor by a worker bound
-//! to the lane's CPU.
+//! leaves with no lock held, and the reference it held is put
+//! asynchronously (`mmput_async`, on an unbound worker), so that the last
+//! reference of an exiting owner is never torn down in the lane's thread,
+//! nor by a worker bound to the lane's CPU.
 
 use crate::counters::LaneCounters;
 use core::sync::atomic::Ordering::Relaxed;
@@ -62,7 +61,7 @@ pub(crate) fn drive(counters: &LaneCounters, lane: &mut impl Stepper) {
                 });
                 // Out of the address space, with no lock held: the
                 // reference goes back without tearing anything down here.
-                drop(MmWithUser::into_async(mm));
+                drop(MmWithUser::into_mmput_async(mm));
                 match next {
                     Ok(next) => next,
                     Err(_) => {

@@ -16,8 +16,10 @@ pub(crate) fn now() -> Params {
         },
         min_gain: m::poll_min_gain.value(),
         threads: m::poll_threads.value(),
+        cpus: crate::placement::cpus_online_given(),
         max_kick_cost_us: m::poll_max_kick_cost.value(),
         max_nap_us: m::poll_max_nap.value(),
+        stall_us_written: m::poll_stall_us.value(),
         in_worker: m::poll_in_worker.value() != 0 && !crate::placement::cpus_given(),
         max_workers: m::poll_max_workers.value(),
     }

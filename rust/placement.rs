@@ -12,10 +12,12 @@
 //! nothing to poll moves too. A CPU on its way offline counts as offline
 //! already, so its threads leave it before it goes; and a thread the
 //! scheduler moved off its CPU anyway is seen where it runs, and placed
-//! again.
+//! again. No more lanes run than the list has CPUs online (`Params::cpus`,
+//! published here by the first lane): two threads on one CPU would each
+//! see the other as contention, and both hand everything back.
 
-use crate::policy::{lane_cpu, Params};
-use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use crate::policy::{cpus_online, lane_cpu, Params};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::{cpu, kthread, prelude::*};
 
 /// `poll_cpus` listed CPUs when the first lane last read it.
@@ -26,6 +28,16 @@ static CPUS_GIVEN: AtomicBool = AtomicBool::new(false);
 /// those CPUs, and otherwise by their own workers (`poll_in_worker`).
 pub(crate) fn cpus_given() -> bool {
     CPUS_GIVEN.load(Relaxed)
+}
+
+/// How many of the CPUs `poll_cpus` lists were online when the first lane
+/// last read the list (`Params::cpus`).
+static CPUS_ONLINE: AtomicU32 = AtomicU32::new(0);
+
+/// The most lanes that may run, one per CPU given to polling and online;
+/// 0 for no bound (the list empty, or none of its CPUs online).
+pub(crate) fn cpus_online_given() -> u32 {
+    CPUS_ONLINE.load(Relaxed)
 }
 
 /// The most vhost workers that may poll their own virtqueues at once,
@@ -95,6 +107,7 @@ impl Placement {
         };
         if index == 0 {
             CPUS_GIVEN.store(!set.is_empty(), Relaxed);
+            CPUS_ONLINE.store(cpus_online(set.iter(), |c| param.online(c)), Relaxed);
         }
         if set.is_empty() && !self.placed {
             // Never placed: where the thread runs is the administrator's.

@@ -66,6 +66,8 @@ struct Pass {
     queued: u32,
     /// Visits that only counted a vq its own worker polls.
     counted: u32,
+    /// A visit found a vq vhost's watchdog had taken back.
+    stalled: bool,
 }
 
 /// One lane's loop, as its thread runs it.
@@ -150,11 +152,17 @@ impl LaneLoop<'_> {
             // first lane, woken as it finishes, stops its thread.
             self.lane.retire();
         }
-        let mut table = self.shared.table.lock();
-        if self.helpers.is_some() {
-            self.shared.serve(&mut table, &p);
-        } else {
+        if self.helpers.is_none() {
+            // Another lane's wake-ups ask only for a pass (and the looks
+            // at placement and `poll_threads` above): no lock.
             self.lane.waker.take();
+        } else if self.lane.waker.is_pending() {
+            // Requests to serve, under the table's lock; not on every
+            // pass, so that a walk of the table (the counters' snapshot)
+            // holds up no pass (a wake-up after this read is seen at
+            // the next one).
+            let mut table = self.shared.table.lock();
+            self.shared.serve(&mut table, &p);
         }
         self.lane.polled()
     }
@@ -207,9 +215,12 @@ impl LaneLoop<'_> {
             // A nap is not cut short: none while a wake-up or a stop waits.
             asked: self.lane.waker.is_pending() || kthread::should_stop() || self.lane.retiring(),
             counted_only: pass.visits > 0 && pass.counted == pass.visits,
+            stalled: pass.stalled,
         };
-        let after = self.policy.after_pass(clock::now(), seen, &p);
+        let now = clock::now();
+        let after = self.policy.after_pass(now, seen, &p);
         self.lane.set_contended(self.policy.contended());
+        self.lane.set_held(self.policy.held_until(now));
         if let Some(why) = after.hand_back {
             self.shared.hand_back(self.lane, why);
             // Its slot is free, or another vq's: the next pass begins at
@@ -322,6 +333,7 @@ impl Stepper for LaneLoop<'_> {
                     pass.paid |= v.queued;
                     pass.queued += u32::from(v.queued);
                     if let Some(why) = v.exit {
+                        pass.stalled |= why == Exit::Stalled;
                         x.entry.stop(why, clock::now(), &crate::params::now());
                         stopped = true;
                     }

@@ -84,6 +84,11 @@ module! {
             permissions: 0o644,
             description: "Longest sleep (us) between passes once the rings are quiet (0 = spin)",
         },
+        poll_stall_us: u32 {
+            default: 5000,
+            permissions: 0o644,
+            description: "Longest (us) a polling thread may leave a vq unwatched (100 to 1000000)",
+        },
         poll_in_worker: u32 {
             default: 1,
             permissions: 0o644,

@@ -135,12 +135,10 @@ impl Contention {
 /// quiet, and the lane's CPU falls as the gaps grow. A queue whose
 /// requests come closer than [`Quiet::AFTER_US`] apart never has its lane
 /// nap; notifications stay off during a nap, which saves the kicks a
-/// spin would. At 1 ms (0, no nap, is the default) `poll_max_nap` is
-/// below vhost's watchdog bound (4 jiffies: 4 ms at `HZ=1000`, 16 ms at
-/// 250; a visit is dated to the jiffy, so the bound may be a jiffy
-/// shorter), and no nap is longer than [`Quiet::LIMIT_US`] whatever it
-/// is set to. A nap is not cut short: a start request or a stop waits
-/// for its end.
+/// spin would. No nap is longer than [`Quiet::LIMIT_US`] whatever
+/// `poll_max_nap` says (0, no nap, is the default), nor half of vhost's
+/// watchdog bound (`poll_stall_us`, `LanePolicy::after_pass`). A nap is
+/// not cut short: a start request or a stop waits for its end.
 #[derive(Debug, Default)]
 pub(super) struct Quiet {
     /// When the first pass that found no work since the last that did
@@ -152,9 +150,7 @@ impl Quiet {
     /// How long (µs) no pass found work before a lane naps.
     pub(super) const AFTER_US: u64 = 1000;
 
-    /// The longest nap (µs), whatever `poll_max_nap` says: under the
-    /// watchdog's bound less a jiffy at `HZ=1000`, the most ticks a
-    /// second.
+    /// The longest nap (µs), whatever `poll_max_nap` says.
     pub(super) const LIMIT_US: u32 = 2000;
 
     /// Not quiet.
@@ -264,6 +260,86 @@ impl KickCost {
     /// Whether the last whole window cost more per saved kick than allowed.
     pub(super) fn over(&self) -> bool {
         self.over
+    }
+}
+
+/// How often a lane's CPU is taken from it for longer than vhost's
+/// watchdog allows (`poll_stall_us`).
+///
+/// One stall (the watchdog took a ring back because the lane had not
+/// looked at it for the bound) cools that ring down, as a verdict on the
+/// lane's CPU. But a neighbour that takes the CPU again and again (a
+/// real-time task 10 ms on, 10 ms off) would stall every ring the lane
+/// takes next, and delay each one's requests by up to its bursts, while
+/// the lane, seeing no one waiting whenever it runs, finds no contention.
+/// So a lane that found stalled rings in [`Stalls::EPISODES`] passes
+/// within [`Stalls::WINDOW_JIFFIES`] hands every ring back
+/// (`Exit::Stalled`) and takes none for a hold:
+/// [`Stalls::HOLD_MIN_JIFFIES`] the first time, twice as long each time
+/// the verdict falls again within the hold after the last one ended, up
+/// to [`Stalls::HOLD_MAX_JIFFIES`]. Not reset when the lane rests: its
+/// CPU is the same.
+#[derive(Debug, Default)]
+pub(super) struct Stalls {
+    /// The current window's start and the passes in it that found a stall.
+    window: Option<(Jiffy, u32)>,
+    /// The last hold, in jiffies (0: never held), and its end.
+    hold: u32,
+    until: Option<Jiffy>,
+}
+
+impl Stalls {
+    /// Passes with a stall, within a window, that make the verdict.
+    pub(super) const EPISODES: u32 = 3;
+    /// The window, in jiffies.
+    pub(super) const WINDOW_JIFFIES: usize = 256;
+    /// The first hold, in jiffies.
+    pub(super) const HOLD_MIN_JIFFIES: u32 = 256;
+    /// The longest.
+    pub(super) const HOLD_MAX_JIFFIES: u32 = 16384;
+
+    /// Never stalled.
+    pub(super) const fn new() -> Self {
+        Self {
+            window: None,
+            hold: 0,
+            until: None,
+        }
+    }
+
+    /// A pass ended at `now`, having found a ring the watchdog took back
+    /// (`stalled`) or not. Returns whether the verdict fell now: the lane
+    /// hands everything back, and is held.
+    pub(super) fn after_pass(&mut self, now: Jiffy, stalled: bool) -> bool {
+        if !stalled {
+            return false;
+        }
+        let (start, n) = match self.window {
+            Some((start, n)) if now.since(start) < Self::WINDOW_JIFFIES => (start, n + 1),
+            _ => (now, 1),
+        };
+        if n < Self::EPISODES {
+            self.window = Some((start, n));
+            return false;
+        }
+        self.window = None;
+        let again = self
+            .until
+            .is_some_and(|u| !now.is_after(u.plus(self.hold as usize)));
+        self.hold = if again {
+            self.hold
+                .saturating_mul(2)
+                .clamp(Self::HOLD_MIN_JIFFIES, Self::HOLD_MAX_JIFFIES)
+        } else {
+            Self::HOLD_MIN_JIFFIES
+        };
+        self.until = Some(now.plus(self.hold as usize));
+        true
+    }
+
+    /// The end of the hold under way at `now`, if one is.
+    pub(super) fn held_until(&self, now: Jiffy) -> Option<Jiffy> {
+        self.until.filter(|u| u.is_after(now))
     }
 }
 
@@ -398,5 +474,51 @@ mod tests {
         assert!(!c.contended());
         c.after_pass(j(1), false);
         assert!(c.contended());
+    }
+
+    #[test]
+    fn stalls_in_a_few_passes_hold_the_lane_and_holds_grow() {
+        let mut s = Stalls::new();
+        assert!(!s.after_pass(j(0), false));
+        assert!(!s.after_pass(j(1), true));
+        assert!(!s.after_pass(j(2), false));
+        assert!(!s.after_pass(j(5), true));
+        assert!(s.after_pass(j(9), true), "the third within the window");
+        let first = s.held_until(j(9)).expect("held");
+        assert_eq!(first.since(j(9)), Stalls::HOLD_MIN_JIFFIES as usize);
+        assert_eq!(s.held_until(first), None, "the hold ends");
+        // Again soon after: twice as long.
+        let t = first.raw() + 10;
+        assert!(!s.after_pass(j(t), true));
+        assert!(!s.after_pass(j(t + 1), true));
+        assert!(s.after_pass(j(t + 2), true));
+        let second = s.held_until(j(t + 2)).expect("held");
+        assert_eq!(
+            second.since(j(t + 2)),
+            2 * Stalls::HOLD_MIN_JIFFIES as usize
+        );
+    }
+
+    #[test]
+    fn stalls_far_apart_make_no_verdict_and_a_late_one_starts_small() {
+        let mut s = Stalls::new();
+        let w = Stalls::WINDOW_JIFFIES;
+        for k in 0..10 {
+            assert!(!s.after_pass(j(k * w), true), "one a window");
+        }
+        let t = 10 * w;
+        assert!(!s.after_pass(j(t), true));
+        assert!(!s.after_pass(j(t + 1), true));
+        assert!(s.after_pass(j(t + 2), true));
+        let end = s.held_until(j(t + 2)).expect("held").raw();
+        // Long after the hold and as long again: back to the first hold.
+        let late = end + 3 * Stalls::HOLD_MIN_JIFFIES as usize;
+        assert!(!s.after_pass(j(late), true));
+        assert!(!s.after_pass(j(late + 1), true));
+        assert!(s.after_pass(j(late + 2), true));
+        assert_eq!(
+            s.held_until(j(late + 2)).expect("held").since(j(late + 2)),
+            Stalls::HOLD_MIN_JIFFIES as usize
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! each pass, whether it has time to spare for another virtqueue, and
 //! whether it should run at all.
 
-use super::cpu::{Contention, KickCost, Pause, Quiet, StepAside};
+use super::cpu::{Contention, KickCost, Pause, Quiet, Stalls, StepAside};
 use super::lanes::ThreadLoad;
 use super::params::Params;
 use super::time::Jiffy;
@@ -32,6 +32,9 @@ pub struct PassSeen {
     pub asked: bool,
     /// Every visit only counted a virtqueue whose own worker polls it.
     pub counted_only: bool,
+    /// A visit found a virtqueue vhost's watchdog had taken back: the lane
+    /// was kept off its CPU for `poll_stall_us` ([`Stalls`]).
+    pub stalled: bool,
 }
 
 /// What the lane does after a pass.
@@ -56,6 +59,7 @@ pub struct LanePolicy {
     contention: Contention,
     kick_cost: KickCost,
     quiet: Quiet,
+    stalls: Stalls,
 }
 
 impl LanePolicy {
@@ -65,6 +69,7 @@ impl LanePolicy {
             contention: Contention::new(),
             kick_cost: KickCost::new(),
             quiet: Quiet::new(),
+            stalls: Stalls::new(),
         }
     }
 
@@ -91,8 +96,13 @@ impl LanePolicy {
                 hand_back: None,
             };
         }
-        // Not asked for anything: a quiet lane naps.
-        let max_nap_us = if seen.asked { 0 } else { p.max_nap_us };
+        // Not asked for anything: a quiet lane naps, for less than half of
+        // the watchdog's bound.
+        let max_nap_us = if seen.asked {
+            0
+        } else {
+            p.max_nap_us.min(p.stall_us() / 2)
+        };
         let nap = self
             .quiet
             .after_pass(seen.end_ns, seen.found || seen.paid, max_nap_us);
@@ -105,8 +115,13 @@ impl LanePolicy {
             seen.others_waiting,
             p.max_kick_cost_us,
         );
-        // With `poll_min_gain` 0 contention hands nothing back.
-        let hand_back = (self.contended() && p.hands_back()).then_some(Exit::Contended);
+        // With `poll_min_gain` 0 contention hands nothing back; stalls,
+        // which leave rings unwatched, hand everything back whatever it is.
+        let hand_back = if self.stalls.after_pass(now, seen.stalled) {
+            Some(Exit::Stalled)
+        } else {
+            (self.contended() && p.hands_back()).then_some(Exit::Contended)
+        };
         let pause = if nap != 0 && hand_back.is_none() {
             // Its CPU is free during the nap, for whoever waits.
             Pause::Nap(nap)
@@ -130,13 +145,21 @@ impl LanePolicy {
         self.contention.contended() || self.kick_cost.over()
     }
 
+    /// The end of the hold that stalls put the lane under at `now`, if one
+    /// is under way ([`Stalls`]): placement gives it no virtqueue until
+    /// then, whatever `poll_min_gain` says.
+    pub fn held_until(&self, now: Jiffy) -> Option<Jiffy> {
+        self.stalls.held_until(now)
+    }
+
     /// A running lane as placement sees it, polling `polled` virtqueues,
-    /// its CPU last found `contended` or not. With `poll_min_gain` 0
-    /// contention refuses nothing.
-    pub fn load(polled: u32, contended: bool, p: &Params) -> ThreadLoad {
+    /// its CPU last found `contended` or not, and `held` for stalls or
+    /// not. With `poll_min_gain` 0 contention refuses nothing; a hold
+    /// refuses everything.
+    pub fn load(polled: u32, contended: bool, held: bool, p: &Params) -> ThreadLoad {
         ThreadLoad {
             polled,
-            contended: contended && p.hands_back(),
+            contended: (contended && p.hands_back()) || held,
         }
     }
 
@@ -302,5 +325,37 @@ mod tests {
             handed_back |= after.hand_back == Some(Exit::Contended);
         }
         assert!(handed_back);
+    }
+
+    #[test]
+    fn repeated_stalls_hand_everything_back_and_hold_the_lane() {
+        let mut l = LanePolicy::new();
+        // poll_min_gain 0: contention would hand nothing back; stalls do.
+        let p = Params {
+            min_gain: 0,
+            ..Params::DEFAULT
+        };
+        let stalled = PassSeen {
+            stalled: true,
+            found: true,
+            ..PassSeen::default()
+        };
+        let quiet = PassSeen {
+            found: true,
+            ..PassSeen::default()
+        };
+        let mut handed = Vec::new();
+        for t in 0..40 {
+            // A burst every 5 jiffies stalls the lane's rings.
+            let seen = if t % 5 == 0 { stalled } else { quiet };
+            if let Some(why) = l.after_pass(Jiffy::from_raw(t), seen, &p).hand_back {
+                handed.push((t, why));
+            }
+        }
+        assert_eq!(handed[0], (10, Exit::Stalled), "at the third stall");
+        let now = Jiffy::from_raw(11);
+        assert!(l.held_until(now).is_some());
+        assert!(LanePolicy::load(0, false, true, &p).contended);
+        assert!(!LanePolicy::load(0, false, false, &p).contended);
     }
 }

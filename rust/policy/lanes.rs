@@ -42,27 +42,28 @@ pub(super) fn place(threads: impl IntoIterator<Item = ThreadLoad>) -> Option<usi
 
 /// Which CPU lane `lane` runs on, with `poll_cpus` listing `listed` (in
 /// ascending order) and `online` telling which CPUs are online now: the
-/// lanes go one per listed CPU, in order, and start again at the first
-/// when there are more lanes than CPUs; a lane whose CPU is offline takes
-/// the next online one of the list, wrapping. `None` (anywhere a kernel
-/// thread may run) for an empty list, or one with no CPU online.
+/// lanes go one per online listed CPU, in order. `None` (anywhere a kernel
+/// thread may run) for an empty list, one with no CPU online, or a lane
+/// beyond the online listed CPUs: no more lanes run than there are
+/// (`Params::lanes`), so such a lane is on its way out, and is given no
+/// CPU that another lane polls on.
 ///
-/// So a CPU going offline moves only the lanes that ran on it, and its
-/// coming back brings them back.
+/// So a CPU going offline moves the lanes after it down the list, and the
+/// last one stops; its coming back starts it again.
 pub fn lane_cpu<I>(lane: usize, listed: I, online: impl Fn(u32) -> bool) -> Option<u32>
 where
     I: Iterator<Item = u32> + Clone,
 {
-    let n = listed.clone().count();
-    if n == 0 {
-        return None;
-    }
-    let first = lane % n;
-    listed
-        .clone()
-        .skip(first)
-        .chain(listed.take(first))
-        .find(|&cpu| online(cpu))
+    listed.filter(|&cpu| online(cpu)).nth(lane)
+}
+
+/// How many of the CPUs `listed` are online, as `online` says: the most
+/// lanes that may run ([`Params::cpus`](super::Params::cpus)).
+pub fn cpus_online<I>(listed: I, online: impl Fn(u32) -> bool) -> u32
+where
+    I: Iterator<Item = u32>,
+{
+    u32::try_from(listed.filter(|&cpu| online(cpu)).count()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -100,33 +101,34 @@ mod tests {
     }
 
     #[test]
-    fn lanes_go_one_per_listed_cpu_in_order() {
+    fn lanes_go_one_per_listed_cpu_in_order_and_never_share_one() {
         let listed = [2u32, 3, 5];
         let all = |_| true;
         let cpus: Vec<_> = (0..5)
             .map(|l| lane_cpu(l, listed.iter().copied(), all))
             .collect();
-        assert_eq!(cpus, [Some(2), Some(3), Some(5), Some(2), Some(3)]);
+        assert_eq!(cpus, [Some(2), Some(3), Some(5), None, None]);
+        assert_eq!(cpus_online(listed.iter().copied(), all), 3);
     }
 
     #[test]
     fn no_list_or_nothing_online_is_anywhere() {
         assert_eq!(lane_cpu(0, [].iter().copied(), |_| true), None);
         assert_eq!(lane_cpu(1, [1u32, 2].iter().copied(), |_| false), None);
+        assert_eq!(cpus_online([1u32, 2].iter().copied(), |_| false), 0);
     }
 
     #[test]
-    fn an_offline_cpu_moves_only_its_lanes_to_the_next_listed() {
+    fn an_offline_cpu_leaves_one_lane_fewer_and_none_stacked() {
         let listed = [0u32, 1, 2];
         let up = |cpu| cpu != 1;
         let cpus: Vec<_> = (0..3)
             .map(|l| lane_cpu(l, listed.iter().copied(), up))
             .collect();
-        assert_eq!(cpus, [Some(0), Some(2), Some(2)]);
-        // The last listed CPU offline wraps to the first.
-        let up = |cpu| cpu != 2;
-        assert_eq!(lane_cpu(2, listed.iter().copied(), up), Some(0));
+        assert_eq!(cpus, [Some(0), Some(2), None]);
+        assert_eq!(cpus_online(listed.iter().copied(), up), 2);
         // And back once it is online again.
         assert_eq!(lane_cpu(1, listed.iter().copied(), |_| true), Some(1));
+        assert_eq!(lane_cpu(2, listed.iter().copied(), |_| true), Some(2));
     }
 }

@@ -40,7 +40,7 @@ mod scenarios;
 pub use budget::{Admit, Budget, Spinner};
 pub use cpu::{Contention, Pause};
 pub use lane::{AfterPass, LanePolicy, PassSeen};
-pub use lanes::{lane_cpu, ThreadLoad, THREADS_MAX};
+pub use lanes::{cpus_online, lane_cpu, ThreadLoad, THREADS_MAX};
 pub use params::Params;
 pub use rate::Kicks;
 pub use time::Jiffy;

@@ -19,12 +19,18 @@ pub struct Params {
     pub min_gain: u32,
     /// `poll_threads`, as written.
     pub threads: u32,
+    /// The CPUs `poll_cpus` lists that are online (as the first lane last
+    /// read them): the most lanes that may run, one per CPU. 0 (the list
+    /// empty, or none of its CPUs online), no such bound.
+    pub cpus: u32,
     /// `poll_max_kick_cost`: the most CPU, in microseconds, a lane may
     /// spend per kick it saves while others want its CPU; 0, no limit.
     pub max_kick_cost_us: u32,
     /// `poll_max_nap`: the longest nap, in microseconds, of a lane whose
     /// rings have been quiet (`Quiet`); 0, it never naps.
     pub max_nap_us: u32,
+    /// `poll_stall_us`, as written (see [`Params::stall_us`]).
+    pub stall_us_written: u32,
     /// `poll_in_worker`, and no CPU given to polling (`poll_cpus` empty):
     /// a virtqueue started now is polled by its own vhost worker, and its
     /// lane only counts its work.
@@ -41,8 +47,10 @@ impl Params {
         bounds: Bounds { min: 2, max: 16 },
         min_gain: 16,
         threads: 1,
+        cpus: 0,
         max_kick_cost_us: 0,
         max_nap_us: 0,
+        stall_us_written: 5000,
         in_worker: true,
         max_workers: 0,
     };
@@ -58,14 +66,65 @@ impl Params {
         self.min_gain != 0
     }
 
-    /// How many lanes (polling threads) should run.
+    /// The shortest bound of vhost's watchdog (µs).
+    pub const STALL_US_MIN: u32 = 100;
+    /// The longest.
+    pub const STALL_US_MAX: u32 = 1_000_000;
+
+    /// The longest a lane may leave a virtqueue it polls without a look
+    /// before vhost's watchdog hands it back, in µs: `poll_stall_us`, a
+    /// value out of [`Params::STALL_US_MIN`] to [`Params::STALL_US_MAX`]
+    /// counting as the nearer of the two. Taken at each start.
+    pub fn stall_us(&self) -> u32 {
+        self.stall_us_written
+            .clamp(Self::STALL_US_MIN, Self::STALL_US_MAX)
+    }
+
+    /// How many lanes (polling threads) should run: `poll_threads`, but
+    /// no more than the CPUs given to them, so that two never share one
+    /// (each would see the other as contention, and both hand everything
+    /// back).
     pub fn lanes(&self) -> usize {
-        threads_wanted(self.threads)
+        let wanted = threads_wanted(self.threads);
+        match usize::try_from(self.cpus) {
+            Ok(0) | Err(_) => wanted,
+            Ok(cpus) => wanted.min(cpus),
+        }
     }
 }
 
 impl Default for Params {
     fn default() -> Self {
         Self::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_are_bounded_by_the_online_listed_cpus() {
+        let mut p = Params {
+            threads: 4,
+            ..Default::default()
+        };
+        assert_eq!(p.lanes(), 4, "no list: poll_threads alone");
+        p.cpus = 2;
+        assert_eq!(p.lanes(), 2);
+        p.cpus = 8;
+        assert_eq!(p.lanes(), 4);
+        p.threads = 0;
+        assert_eq!(p.lanes(), 1);
+    }
+
+    #[test]
+    fn stall_bound_out_of_range_counts_as_the_nearer_limit() {
+        let mut p = Params::DEFAULT;
+        assert_eq!(p.stall_us(), 5000);
+        p.stall_us_written = 0;
+        assert_eq!(p.stall_us(), Params::STALL_US_MIN);
+        p.stall_us_written = u32::MAX;
+        assert_eq!(p.stall_us(), Params::STALL_US_MAX);
     }
 }

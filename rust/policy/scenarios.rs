@@ -74,7 +74,11 @@ impl Sim {
     /// The first lane serves the start requests.
     fn serve(&mut self) {
         let loads: Vec<ThreadLoad> = (0..self.p.lanes())
-            .map(|i| LanePolicy::load(self.polled[i], self.lanes[i].contended(), &self.p))
+            .map(|i| {
+                let lane = &self.lanes[i];
+                let held = lane.held_until(self.now).is_some();
+                LanePolicy::load(self.polled[i], lane.contended(), held, &self.p)
+            })
             .collect();
         for vq in &mut self.vqs {
             if vq.policy.is_polled() || !core::mem::take(&mut vq.want) {

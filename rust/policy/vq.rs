@@ -32,7 +32,8 @@ pub enum Exit {
     /// not about this virtqueue.
     Contended,
     /// vhost's watchdog took it back: its lane had not visited it for
-    /// `VHOST_POLLER_WATCHDOG_JIFFIES` (its thread kept off its CPU).
+    /// `poll_stall_us` (its thread kept off its CPU); or its lane was
+    /// stalled so again and again (`Stalls`).
     Stalled,
     /// Its worker's polling went to a device that saves more kicks: the
     /// budget of polling workers (`poll_max_workers`) was full.

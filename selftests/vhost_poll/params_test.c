@@ -11,7 +11,7 @@
 static const char *const params[] = {
 	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
 	"poll_threads", "poll_max_kick_cost", "poll_max_nap", "poll_in_worker",
-	"poll_max_workers",
+	"poll_max_workers", "poll_stall_us",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -58,6 +58,7 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_max_nap", "0\n");
 	EXPECT_PARAM("poll_in_worker", "1\n");
 	EXPECT_PARAM("poll_max_workers", "0\n");
+	EXPECT_PARAM("poll_stall_us", "5000\n");
 	EXPECT_PARAM("poll_cpus", "\n");
 }
 
@@ -245,6 +246,7 @@ TEST(load_bad_value_fails)
 		"poll_threads=two", "poll_threads=-1",
 		"poll_max_kick_cost=1ms", "poll_max_kick_cost=4294967296",
 		"poll_max_nap=1ms", "poll_max_nap=-1",
+		"poll_stall_us=5ms", "poll_stall_us=-1",
 		"poll_cpus=abc", "poll_cpus=0-", "poll_cpus=100000",
 		"poll_start_rate",
 	};

@@ -1876,9 +1876,10 @@ static int random_driver(unsigned int seed, unsigned int ms, unsigned long long 
 static const char *random_module_op(void)
 {
 	static const unsigned int idle[] = { 0, 1, 2, 25 }, threads[] = { 1, 2, 4, 8 };
+	static const unsigned int stalls[] = { 100, 1000, 5000 };
 	char args[160];
 
-	switch (rand() % 6) {
+	switch (rand() % 7) {
 	case 0:
 		if (unload_retry(1000, NULL))
 			return "unload";
@@ -1898,6 +1899,10 @@ static const char *random_module_op(void)
 	case 4:
 		vp_param_set("poll_in_worker", rand() % 2);
 		return NULL;
+	case 5:
+		/* Down to the shortest bound: the watchdog takes rings back often. */
+		vp_param_set("poll_stall_us", stalls[rand() % 3]);
+		return NULL;
 	default:
 		vp_param_set("poll_start_rate", rand() % 2 ? 1 : RATE_LOW);
 		return NULL;
@@ -1913,9 +1918,9 @@ static const char *random_module_op(void)
  * features, the memory table, the backend off and on, close and open),
  * while the module is unloaded and loaded again and its parameters
  * change (poll_threads, poll_stop_idle 0 among them, poll_min_gain,
- * poll_in_worker). After every operation a few buffers, kicked as the
- * ring asks, must all be used: a ring left undrained fails the storm,
- * with the driver's last operations. @with_module false: the control,
+ * poll_in_worker, poll_stall_us down to 100 us). After every operation
+ * a few buffers, kicked as the ring asks, must all be used: a ring left
+ * undrained fails the storm, with the driver's last operations. @with_module false: the control,
  * vhost_poll unloaded throughout. Seeds from $VHOST_POLL_SEED, or the
  * clock, logged to replay a failure.
  */
