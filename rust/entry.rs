@@ -27,7 +27,7 @@ pub(crate) struct Entry {
     /// The lane that polls it, or did last (for the counters).
     last_lane: usize,
     /// Its own worker polls it, and its lane only counts its work: as
-    /// `poll_in_worker` and `poll_cpus` said at its last start.
+    /// `poll_cpus` said at its last start (empty: its own worker polls).
     in_worker: bool,
 }
 

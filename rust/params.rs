@@ -20,7 +20,7 @@ pub(crate) fn now() -> Params {
         max_kick_cost_us: m::poll_max_kick_cost.value(),
         max_nap_us: m::poll_max_nap.value(),
         stall_us_written: m::poll_stall_us.value(),
-        in_worker: m::poll_in_worker.value() != 0 && !crate::placement::cpus_given(),
+        in_worker: !crate::placement::cpus_given(),
         max_workers: m::poll_max_workers.value(),
     }
 }

@@ -25,7 +25,7 @@ static CPUS_GIVEN: AtomicBool = AtomicBool::new(false);
 
 /// Whether CPUs are given to polling (`poll_cpus` not empty), as the first
 /// lane last read the list: virtqueues are then polled by the lanes on
-/// those CPUs, and otherwise by their own workers (`poll_in_worker`).
+/// those CPUs, and otherwise by their own workers.
 pub(crate) fn cpus_given() -> bool {
     CPUS_GIVEN.load(Relaxed)
 }

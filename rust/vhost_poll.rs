@@ -89,11 +89,6 @@ module! {
             permissions: 0o644,
             description: "Longest (us) a polling thread may leave a vq unwatched (100 to 1000000)",
         },
-        poll_in_worker: u32 {
-            default: 1,
-            permissions: 0o644,
-            description: "Poll busy vqs in their own vhost workers if poll_cpus is empty",
-        },
         poll_max_workers: u32 {
             default: 0,
             permissions: 0o644,

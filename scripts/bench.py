@@ -38,8 +38,9 @@ SCHEDSTATS = "/proc/sys/kernel/sched_schedstats"
 NAPS_NS = (1000, 5000, 20000)
 PARAMS = "/sys/module/vhost_poll/parameters/"
 WORKER = host_counts.WORKER
-# poll_in_worker for the run (--poll-in-worker), or None: the module's
-# default (the owner's worker polls where no CPU is given to polling).
+# --poll-in-worker: 0 gives every vCPU to the polling threads in the
+# shared regime (poll_cpus), so that the thread polls on shared CPUs, for
+# an A/B; 1 or None: the owner's worker polls there (no CPU given).
 POLL_IN_WORKER = None
 VQS = host_counts.VQS
 NESTED = os.path.join(TOP, "scripts", "nested-guest")
@@ -175,8 +176,11 @@ def regime_cpus(regime, ncpus=None):
 
 
 def poll_cpus(regime):
-    """poll_cpus in @regime: the last vCPU in core, empty (anywhere) in shared."""
-    return cpulist(regime_cpus(regime)[0]) if regime in DEDICATED else ""
+    """poll_cpus in @regime: the last vCPU in core; in shared, empty (the
+    owners' workers poll), or every vCPU with --poll-in-worker 0."""
+    if regime in DEDICATED:
+        return cpulist(regime_cpus(regime)[0])
+    return cpulist(range(os.cpu_count())) if POLL_IN_WORKER == 0 else ""
 
 
 def enter_regime(regime):
@@ -216,8 +220,7 @@ def set_mode(mode, stop_idle, regime="shared"):
     if want and not loaded():
         # Placed from the start in the core regime.
         cpus = [f"poll_cpus={poll_cpus(regime)}"] if poll_cpus(regime) else []
-        where = [f"poll_in_worker={POLL_IN_WORKER}"] if POLL_IN_WORKER is not None else []
-        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0", *cpus, *where)
+        sh("insmod", os.environ["VHOST_POLL_KO"], "poll_start_rate=0", *cpus)
     if want:
         set_poll_cpus(regime)
         set_param("poll_stop_idle", stop_idle)
@@ -2334,7 +2337,8 @@ def main():
                    help=f"the probes that run: {', '.join(PROBES + EXTRA_PROBES)} "
                         f"(default {', '.join(PROBES)})")
     r.add_argument("--poll-in-worker", type=int, choices=(0, 1), default=None,
-                   help="poll_in_worker for the polling modes (default: the module's)")
+                   help="0: every vCPU given to the polling threads in the shared "
+                        "regime (the thread polls there); 1 (default): the workers")
     r = sub.add_parser("report", help="on the host: results, table, chart, targets")
     r.add_argument("out")
     r.add_argument("--command", default="make bench")

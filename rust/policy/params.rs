@@ -31,7 +31,7 @@ pub struct Params {
     pub max_nap_us: u32,
     /// `poll_stall_us`, as written (see [`Params::stall_us`]).
     pub stall_us_written: u32,
-    /// `poll_in_worker`, and no CPU given to polling (`poll_cpus` empty):
+    /// No CPU given to polling (`poll_cpus` empty):
     /// a virtqueue started now is polled by its own vhost worker, and its
     /// lane only counts its work.
     pub in_worker: bool,

@@ -10,8 +10,8 @@
 
 static const char *const params[] = {
 	"poll_start_rate", "poll_stop_idle", "poll_stop_idle_max", "poll_min_gain",
-	"poll_threads", "poll_max_kick_cost", "poll_max_nap", "poll_in_worker",
-	"poll_max_workers", "poll_stall_us",
+	"poll_threads", "poll_max_kick_cost", "poll_max_nap", "poll_max_workers",
+	"poll_stall_us",
 };
 
 /* Values no u32 parameter may take, each written in one write(). */
@@ -37,7 +37,7 @@ FIXTURE_SETUP(loaded)
 		SKIP(return, "%s", why);
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
-	/* With the module's own defaults, poll_in_worker's included. */
+	/* With the module's own defaults. */
 	ASSERT_EQ(0, vp_load_file(vp_ko(), ""));
 }
 
@@ -56,7 +56,6 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_threads", "1\n");
 	EXPECT_PARAM("poll_max_kick_cost", "0\n");
 	EXPECT_PARAM("poll_max_nap", "0\n");
-	EXPECT_PARAM("poll_in_worker", "1\n");
 	EXPECT_PARAM("poll_max_workers", "0\n");
 	EXPECT_PARAM("poll_stall_us", "5000\n");
 	EXPECT_PARAM("poll_cpus", "\n");

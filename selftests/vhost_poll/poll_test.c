@@ -915,7 +915,7 @@ static void unreadable_handed_back(struct __test_metadata *_metadata,
 	__u16 base;
 	int polled;
 
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", in_worker));
+	ASSERT_EQ(0, vp_poll_in_worker(in_worker));
 	ASSERT_EQ(0, poll_for_long(d));
 
 	base = d->avail_idx;
@@ -2729,6 +2729,24 @@ static int thread_on_0_owners_on_1(void)
 }
 
 /*
+ * The first polling thread on CPU 1, given to it (poll_cpus=1: a pin of
+ * its own would be undone by its placement), once it runs there; 0 or
+ * -errno.
+ */
+static int thread_on_1(int pid)
+{
+	unsigned long long t0 = vp_now_ms();
+	int ret = vp_param_write("poll_cpus", "1", 1);
+
+	while (!ret && vp_task_cpu(pid) != 1) {
+		if (vp_now_ms() - t0 > STALL_MS)
+			return -ETIMEDOUT;
+		vp_sleep_ms(1);
+	}
+	return ret;
+}
+
+/*
  * The neighbour tests' placement for one that reads the polling thread's
  * run time, the thread's row in *@w: NULL, or why the test cannot run
  * here (@one_cpu, its reason to need two CPUs), with *@ret 0; or NULL
@@ -3684,7 +3702,7 @@ static int rx_send(int s, struct sockaddr_ll *to, __u64 seq)
 /*
  * Where the work is: a handler run only when it can make progress, counted
  * in buffers it used, whether the vhost-poll thread or the vq's own worker
- * polls (poll_in_worker).
+ * polls (vp_poll_in_worker()).
  */
 
 /* The CPU time, in clock ticks, of this process's vhost workers (its
@@ -3754,7 +3772,7 @@ static void refused_is_not_rerun(struct __test_metadata *_metadata,
 	f.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	ASSERT_LE(0, f.fd);
 	ASSERT_EQ(0, ioctl(d->fd, VHOST_SET_VRING_ERR, &f));
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", in_worker));
+	ASSERT_EQ(0, vp_poll_in_worker(in_worker));
 	ASSERT_EQ(0, poll_with_idle(d, vp_jiffy_hz() / 2));
 	post_refused(d);
 	vp_sleep_ms(300);
@@ -3793,7 +3811,7 @@ TEST_F(poll_vhost_test, worker_polls_its_own_vq)
 	__u64 bufs0;
 	int polled;
 
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", 1));
+	ASSERT_EQ(0, vp_poll_in_worker(true));
 	ASSERT_EQ(0, poll_with_idle(&self->d, vp_jiffy_hz() / 2));
 	ASSERT_EQ(0, vp_worker(&w0));
 	bufs0 = self->d.used;
@@ -3871,7 +3889,7 @@ TEST_F(poll_vhost_test, budget_goes_to_the_device_that_saves_kicks)
 	struct vring_drv d2;
 	__u64 kicks;
 
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", 1));
+	ASSERT_EQ(0, vp_poll_in_worker(true));
 	ASSERT_EQ(0, vp_param_set("poll_max_workers", 1));
 	ASSERT_EQ(0, vp_param_set("poll_min_gain", 0));
 	ASSERT_EQ(0, poll_for_long(&self->d));
@@ -3931,7 +3949,7 @@ TEST_F(poll_vhost_test, sigkill_ends_a_spinning_worker)
 	pid_t pid;
 	char c;
 
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", 1));
+	ASSERT_EQ(0, vp_poll_in_worker(true));
 	ASSERT_EQ(0, pipe(p));
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -4057,7 +4075,7 @@ static void rx_short_of_buffers(struct __test_metadata *_metadata, struct vring_
 	int polled, i;
 
 	d->on_used = NULL;
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", in_worker));
+	ASSERT_EQ(0, vp_poll_in_worker(in_worker));
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", vp_jiffy_hz() / 2));
 	ASSERT_EQ(0, vp_param_set("poll_start_rate", RATE_LOW));
 	ASSERT_EQ(2, vring_post(d, 2));
@@ -4816,7 +4834,7 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_pass, 120)
 	memset(fds, 0xff, sizeof(fds));
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
 	ASSERT_EQ(0, vp_worker(&w));
-	ASSERT_EQ(0, pin_to(w.pid, 1));
+	ASSERT_EQ(0, thread_on_1(w.pid));
 	ASSERT_EQ(0, pin_to(0, 0));
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
@@ -5441,7 +5459,7 @@ static long long longest_spin_us(struct idle_owner *o, unsigned int ms)
  */
 static int worker_cpu_its_own(void)
 {
-	int ret = vp_param_set("poll_in_worker", 1);
+	int ret = vp_poll_in_worker(true);
 
 	if (!ret)
 		ret = thread_on_0_owners_on_1();
@@ -5537,7 +5555,7 @@ static void grace_period_held(struct __test_metadata *_metadata, const char *who
 	EXPECT_GE(bound, polled[GP_RUNS / 2]);
 }
 
-/* The worker's spin (poll_in_worker), after each of GP_RUNS buffers. */
+/* The worker's spin (poll_cpus empty), after each of GP_RUNS buffers. */
 TEST_F(neighbour, spinning_worker_holds_up_no_grace_period)
 {
 	unsigned long long none[GP_RUNS], polled[GP_RUNS];
@@ -5562,7 +5580,7 @@ TEST_F(neighbour, spinning_worker_holds_up_no_grace_period)
 }
 
 /*
- * The polling thread's spin (poll_in_worker=0, poll_max_nap=0), on CPU 1,
+ * The polling thread's spin (poll_cpus=1, poll_max_nap=0), on CPU 1,
  * the owner and its worker on CPU 0.
  */
 TEST_F(neighbour, spinning_thread_holds_up_no_grace_period)
@@ -5576,7 +5594,7 @@ TEST_F(neighbour, spinning_thread_holds_up_no_grace_period)
 	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: on one, a grace period is free (membarrier)");
 	ASSERT_EQ(0, vp_worker(&w));
-	ASSERT_EQ(0, pin_to(w.pid, 1));
+	ASSERT_EQ(0, thread_on_1(w.pid));
 	ASSERT_EQ(0, pin_to(0, 0));
 	ASSERT_EQ(0, wq_unbound_on(0));
 	if (!grace_periods(none, NULL))
@@ -5737,7 +5755,7 @@ TEST_F(neighbour, capped_cgroup_throttles_its_worker_polling)
 	if (why)
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, ret);
-	ASSERT_EQ(0, vp_param_set("poll_in_worker", 1));
+	ASSERT_EQ(0, vp_poll_in_worker(true));
 	if (vp_ncpus() > 1)
 		ASSERT_EQ(0, worker_cpu_its_own());
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg.dir);

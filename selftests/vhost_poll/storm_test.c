@@ -1883,9 +1883,11 @@ static const char *random_module_op(void)
 	case 0:
 		if (unload_retry(1000, NULL))
 			return "unload";
+		/* poll_cpus empty or every CPU: the workers poll, or the threads. */
 		snprintf(args, sizeof(args),
-			 "poll_start_rate=%d poll_stop_idle=%u poll_threads=%u poll_in_worker=%d",
-			 RATE_LOW, idle[rand() % 4], threads[rand() % 4], rand() % 2);
+			 "poll_start_rate=%d poll_stop_idle=%u poll_threads=%u%s",
+			 RATE_LOW, idle[rand() % 4], threads[rand() % 4],
+			 rand() % 2 ? " poll_cpus=" : "");
 		return vp_load(args) ? "load" : NULL;
 	case 1:
 		vp_param_set("poll_threads", threads[rand() % 4]);
@@ -1897,7 +1899,7 @@ static const char *random_module_op(void)
 		vp_param_set("poll_min_gain", rand() % 2 ? 0 : 16);
 		return NULL;
 	case 4:
-		vp_param_set("poll_in_worker", rand() % 2);
+		vp_poll_in_worker(rand() % 2);
 		return NULL;
 	case 5:
 		/* Down to the shortest bound: the watchdog takes rings back often. */
@@ -1918,7 +1920,7 @@ static const char *random_module_op(void)
  * features, the memory table, the backend off and on, close and open),
  * while the module is unloaded and loaded again and its parameters
  * change (poll_threads, poll_stop_idle 0 among them, poll_min_gain,
- * poll_in_worker, poll_stall_us down to 100 us). After every operation
+ * poll_cpus, poll_stall_us down to 100 us). After every operation
  * a few buffers, kicked as the ring asks, must all be used: a ring left
  * undrained fails the storm, with the driver's last operations. @with_module false: the control,
  * vhost_poll unloaded throughout. Seeds from $VHOST_POLL_SEED, or the

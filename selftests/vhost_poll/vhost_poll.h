@@ -142,25 +142,37 @@ static inline int vp_load_file(const char *path, const char *args)
 }
 
 static inline int vp_jiffy_hz(void);
+static inline int vp_read_line(const char *path, char *buf, size_t len);
+
+/* The online CPUs, as a cpulist ("0-1"), into @buf; 0 or -errno. */
+static inline int vp_cpus_online(char *buf, size_t len)
+{
+	return vp_read_line("/sys/devices/system/cpu/online", buf, len);
+}
 
 /*
- * Load the module with @args. Where @args does not name poll_in_worker,
- * with poll_in_worker=0: those tests are of the vhost-poll thread; the
- * tests of a worker's own polling ask for it. Where it does not name
- * poll_stall_us, with the watchdog's bound the tests were written for,
- * 4 jiffies: on UML's one CPU, shared with the driver and the worker at
- * HZ=100, the thread is kept off it for a tick at times, and the
- * module's default (5 ms) would hand its rings back then. The tests of
- * the bound set their own.
+ * Load the module with @args. Where @args does not name poll_cpus, with
+ * every online CPU given to polling: those tests are of the vhost-poll
+ * thread, which polls only on CPUs given to it (with none, the vqs' own
+ * workers poll; the tests of a worker's own polling ask for that with
+ * vp_poll_in_worker()). Where it does not name poll_stall_us, with the
+ * watchdog's bound the tests were written for, 4 jiffies: on UML's one
+ * CPU, shared with the driver and the worker at HZ=100, the thread is
+ * kept off it for a tick at times, and the module's default (5 ms) would
+ * hand its rings back then. The tests of the bound set their own.
  */
 static inline int vp_load(const char *args)
 {
-	char buf[512];
-	int n;
+	char buf[512], cpus[64];
+	int n, ret;
 
 	n = snprintf(buf, sizeof(buf), "%s", args);
-	if (!strstr(args, "poll_in_worker"))
-		n += snprintf(buf + n, sizeof(buf) - n, "%spoll_in_worker=0", n ? " " : "");
+	if (!strstr(args, "poll_cpus")) {
+		ret = vp_cpus_online(cpus, sizeof(cpus));
+		if (ret)
+			return ret;
+		n += snprintf(buf + n, sizeof(buf) - n, "%spoll_cpus=%s", n ? " " : "", cpus);
+	}
 	if (!strstr(args, "poll_stall_us"))
 		snprintf(buf + n, sizeof(buf) - n, "%spoll_stall_us=%u", n ? " " : "",
 			 4 * 1000000 / vp_jiffy_hz());
@@ -217,6 +229,22 @@ static inline int vp_param_write(const char *name, const char *val, size_t len)
 	if (n < 0)
 		return n;
 	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+/*
+ * Where the polled vqs of the next starts are polled: @in_worker, by
+ * their own workers (poll_cpus empty); else by the vhost-poll thread,
+ * every online CPU given to it. 0 or -errno.
+ */
+static inline int vp_poll_in_worker(bool in_worker)
+{
+	char cpus[64];
+	int ret;
+
+	if (in_worker)
+		return vp_param_write("poll_cpus", "\n", 1);
+	ret = vp_cpus_online(cpus, sizeof(cpus));
+	return ret ? ret : vp_param_write("poll_cpus", cpus, strlen(cpus));
 }
 
 /* Open /dev/kmsg positioned after the records already logged. */
