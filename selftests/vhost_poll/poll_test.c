@@ -4712,6 +4712,27 @@ static void vqs_reader(void)
 			__atomic_add_fetch(&vqs_reading->reads, 1, __ATOMIC_RELAXED);
 }
 
+/* vqs_reader() started on CPU 0, its counters shared: its pid, or -errno. */
+static pid_t vqs_reader_start(void)
+{
+	vqs_reading = mmap(NULL, sizeof(*vqs_reading), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (vqs_reading == MAP_FAILED) {
+		vqs_reading = NULL;
+		return -ENOMEM;
+	}
+	return cpu0_task_start(vqs_reader);
+}
+
+/* Stop vqs_reader_start()'s @pid, and let its counters go. */
+static void vqs_reader_stop(pid_t pid)
+{
+	cpu0_task_stop(pid);
+	if (vqs_reading)
+		munmap(vqs_reading, sizeof(*vqs_reading));
+	vqs_reading = NULL;
+}
+
 /*
  * How long OPENS opens of /dev/vhost-test into @fds took, in us, 0 if one
  * failed; @during counts those begun while vqs_reader() was reading.
@@ -4768,19 +4789,14 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_attach, 120)
 	read_us = vqs_read_us(5);
 	ASSERT_LT(0, read_us);
 	open_alone = opens_us(alone, &during);
-	vqs_reading = mmap(NULL, sizeof(*vqs_reading), PROT_READ | PROT_WRITE,
-			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, vqs_reading);
-	reader = cpu0_task_start(vqs_reader);
+	reader = vqs_reader_start();
 	ASSERT_LT(0, reader);
 	/* Let it begin its loop. */
 	vp_sleep_ms(20);
 	reads = __atomic_load_n(&vqs_reading->reads, __ATOMIC_RELAXED);
 	open_read = opens_us(read_on, &during);
 	reads = __atomic_load_n(&vqs_reading->reads, __ATOMIC_RELAXED) - reads;
-	cpu0_task_stop(reader);
-	munmap(vqs_reading, sizeof(*vqs_reading));
-	vqs_reading = NULL;
+	vqs_reader_stop(reader);
 	TH_LOG("one read of the vqs file with %d idle devices open: %llu us", IDLE_FDS,
 	       read_us);
 	TH_LOG("%d opens: %llu us alone, %llu us while a task read the file (%llu reads done)",
@@ -4845,18 +4861,13 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_pass, 120)
 		ASSERT_LE(0, fds[i]);
 	}
 	alone = passes_per_s(500);
-	vqs_reading = mmap(NULL, sizeof(*vqs_reading), PROT_READ | PROT_WRITE,
-			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, vqs_reading);
-	reader = cpu0_task_start(vqs_reader);
+	reader = vqs_reader_start();
 	ASSERT_LT(0, reader);
 	vp_sleep_ms(20);
 	reads = __atomic_load_n(&vqs_reading->reads, __ATOMIC_RELAXED);
 	read_on = passes_per_s(500);
 	reads = __atomic_load_n(&vqs_reading->reads, __ATOMIC_RELAXED) - reads;
-	cpu0_task_stop(reader);
-	munmap(vqs_reading, sizeof(*vqs_reading));
-	vqs_reading = NULL;
+	vqs_reader_stop(reader);
 	TH_LOG("polling thread passes a second with %d idle devices open: %llu alone,",
 	       READER_IDLE, alone);
 	TH_LOG("%llu while a task read the vqs file (%llu reads in 500 ms)", read_on, reads);
