@@ -3,7 +3,7 @@
 //! The polling thread's CPU: whether it competes for it, and how it
 //! pauses after a pass.
 
-use super::time::Jiffy;
+use super::time::{Backoff, Jiffy};
 
 /// How a lane pauses after a pass: it steps aside for the tasks
 /// waiting for its CPU when its passes do not pay, the way KVM's halt
@@ -283,9 +283,8 @@ impl KickCost {
 pub(super) struct Stalls {
     /// The current window's start and the passes in it that found a stall.
     window: Option<(Jiffy, u32)>,
-    /// The last hold, in jiffies (0: never held), and its end.
-    hold: u32,
-    until: Option<Jiffy>,
+    /// The holds, a [`Backoff`].
+    hold: Backoff,
 }
 
 impl Stalls {
@@ -302,8 +301,7 @@ impl Stalls {
     pub(super) const fn new() -> Self {
         Self {
             window: None,
-            hold: 0,
-            until: None,
+            hold: Backoff::new(),
         }
     }
 
@@ -323,23 +321,14 @@ impl Stalls {
             return false;
         }
         self.window = None;
-        let again = self
-            .until
-            .is_some_and(|u| !now.is_after(u.plus(self.hold as usize)));
-        self.hold = if again {
-            self.hold
-                .saturating_mul(2)
-                .clamp(Self::HOLD_MIN_JIFFIES, Self::HOLD_MAX_JIFFIES)
-        } else {
-            Self::HOLD_MIN_JIFFIES
-        };
-        self.until = Some(now.plus(self.hold as usize));
+        self.hold
+            .start(now, Self::HOLD_MIN_JIFFIES, Self::HOLD_MAX_JIFFIES);
         true
     }
 
     /// The end of the hold under way at `now`, if one is.
     pub(super) fn held_until(&self, now: Jiffy) -> Option<Jiffy> {
-        self.until.filter(|u| u.is_after(now))
+        self.hold.until().filter(|u| u.is_after(now))
     }
 }
 

@@ -3,7 +3,7 @@
 //! Whether polling a virtqueue pays, and how long one that did not
 //! waits before it may be polled again.
 
-use super::time::Jiffy;
+use super::time::{Backoff, Jiffy};
 
 /// Whether polling a virtqueue pays: how many kicks it saves for the
 /// buffers its handlers take.
@@ -71,11 +71,11 @@ impl Gain {
 /// be polled again: [`CoolDown::MIN_JIFFIES`] the first time, twice as long
 /// each time it is handed back again within the next wait, up to
 /// [`CoolDown::MAX_JIFFIES`]; back to the minimum once a poll period ends
-/// otherwise (idle, quiesce, off) having paid ([`Gain::paid`]).
+/// otherwise (idle, quiesce, off) having paid ([`Gain::paid`]). A
+/// [`Backoff`].
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct CoolDown {
-    jiffies: u32,
-    until: Option<Jiffy>,
+    wait: Backoff,
 }
 
 impl CoolDown {
@@ -87,26 +87,13 @@ impl CoolDown {
     /// Never handed back.
     pub(super) const fn new() -> Self {
         Self {
-            jiffies: 0,
-            until: None,
+            wait: Backoff::new(),
         }
     }
 
     /// Handed back at `now` for want of gain.
     pub(super) fn hand_back(&mut self, now: Jiffy) {
-        let again = self.until.is_some_and(|u| {
-            !now.is_after(Jiffy::from_raw(u.raw().wrapping_add(self.jiffies as usize)))
-        });
-        self.jiffies = if again {
-            self.jiffies
-                .saturating_mul(2)
-                .clamp(Self::MIN_JIFFIES, Self::MAX_JIFFIES)
-        } else {
-            Self::MIN_JIFFIES
-        };
-        self.until = Some(Jiffy::from_raw(
-            now.raw().wrapping_add(self.jiffies as usize),
-        ));
+        self.wait.start(now, Self::MIN_JIFFIES, Self::MAX_JIFFIES);
     }
 
     /// A poll period ended for another reason: polling paid.
@@ -116,17 +103,17 @@ impl CoolDown {
 
     /// Whether the virtqueue may enter poll mode at `now`.
     pub(super) fn allows(&self, now: Jiffy) -> bool {
-        self.until.map_or(true, |u| !u.is_after(now))
+        self.wait.until().map_or(true, |u| !u.is_after(now))
     }
 
     /// The current wait in jiffies (0: never handed back).
     pub(super) fn jiffies(&self) -> u32 {
-        self.jiffies
+        self.wait.jiffies()
     }
 
     /// The end of the current wait, if there is one.
     pub(super) fn until(&self) -> Option<Jiffy> {
-        self.until
+        self.wait.until()
     }
 }
 

@@ -46,6 +46,51 @@ impl Jiffy {
     }
 }
 
+/// A wait in jiffies that grows while it is asked for again and again:
+/// `min` the first time, twice the last wait each time it is asked for
+/// again before as long again as that wait has passed since it ended, up
+/// to `max`; `min` again after that. The cool-down of a virtqueue handed
+/// back (`CoolDown`) and the hold of a lane stalled again and again
+/// (`Stalls`) are such waits.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Backoff {
+    jiffies: u32,
+    until: Option<Jiffy>,
+}
+
+impl Backoff {
+    /// Never asked for.
+    pub(super) const fn new() -> Self {
+        Self {
+            jiffies: 0,
+            until: None,
+        }
+    }
+
+    /// A wait asked for at `now`, of `min` to `max` jiffies (see above).
+    pub(super) fn start(&mut self, now: Jiffy, min: u32, max: u32) {
+        let again = self
+            .until
+            .is_some_and(|u| !now.is_after(u.plus(self.jiffies as usize)));
+        self.jiffies = if again {
+            self.jiffies.saturating_mul(2).clamp(min, max)
+        } else {
+            min
+        };
+        self.until = Some(now.plus(self.jiffies as usize));
+    }
+
+    /// The last wait, in jiffies (0: never asked for).
+    pub(super) fn jiffies(&self) -> u32 {
+        self.jiffies
+    }
+
+    /// The end of the last wait, if there was one.
+    pub(super) fn until(&self) -> Option<Jiffy> {
+        self.until
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;

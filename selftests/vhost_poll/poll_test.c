@@ -2626,16 +2626,30 @@ struct spinner {
 };
 
 /*
+ * The caller pinned to CPU @cpu as a SCHED_FIFO task (priority 50): a
+ * real-time neighbour, which no task of a lower class preempts. 0, or
+ * -errno.
+ */
+static int rt_on(int cpu)
+{
+	struct sched_param sp = { .sched_priority = 50 };
+	int ret = pin_to(0, cpu);
+
+	if (!ret && sched_setscheduler(0, SCHED_FIFO, &sp))
+		ret = -errno;
+	return ret;
+}
+
+/*
  * The spinner's side: spin for @ms once a byte comes on @go, saying on
  * @out that it has begun (it runs: its CPU is its own) and then how long.
  */
 static int spinner_run(int cpu, unsigned int ms, int go, int out)
 {
-	struct sched_param sp = { .sched_priority = 50 };
 	unsigned long long t0, spun;
 	char c;
 
-	if (pin_to(0, cpu) || sched_setscheduler(0, SCHED_FIFO, &sp))
+	if (rt_on(cpu))
 		return 2;
 	if (read(go, &c, 1) != 1)
 		return 3;
@@ -3158,10 +3172,9 @@ static pid_t burster_start(int cpu, unsigned int on_ms, unsigned int off_ms,
 	if (pid < 0)
 		return -errno;
 	if (!pid) {
-		struct sched_param sp = { .sched_priority = 50 };
 		unsigned long long t0, t;
 
-		if (pin_to(0, cpu) || sched_setscheduler(0, SCHED_FIFO, &sp))
+		if (rt_on(cpu))
 			_exit(2);
 		t0 = vp_now_ms();
 		while (vp_now_ms() - t0 < total_ms) {
@@ -4552,6 +4565,23 @@ static void *fds_closer(void *arg)
 }
 
 /*
+ * Open @n idle /dev/vhost-test devices (no owner, no ring) into @fds: 0, or
+ * -errno of the first open that failed (those before it stay open, for
+ * close_fds()).
+ */
+static int open_idle(int *fds, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		fds[i] = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
+		if (fds[i] < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/*
  * Closes the @n files of @fds (-1 for none) from IDLE_CLOSERS threads:
  * each close of a vhost device waits for a grace period, and closes at
  * once share it. 0, or -errno if a thread could not be made (the files
@@ -4620,10 +4650,7 @@ TEST_F_TIMEOUT(neighbour, idle_devices_cost_a_pass_nothing, 120)
 	for (phase = 0; phase < 3; phase++) {
 		if (phase == 1) {
 			t0 = vp_now_ms();
-			for (i = 0; i < IDLE_FDS; i++) {
-				fds[i] = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
-				ASSERT_LE(0, fds[i]);
-			}
+			ASSERT_EQ(0, open_idle(fds, IDLE_FDS));
 			open_ms = vp_now_ms() - t0;
 		}
 		ASSERT_EQ(0, rr_run(&d, &p50[phase], &p99[phase], &passes[phase]));
@@ -4774,7 +4801,6 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_attach, 120)
 	unsigned long long read_us, open_alone, open_read, reads;
 	unsigned int during;
 	pid_t reader;
-	int i;
 
 	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: the reader on one, the opens on the other");
@@ -4782,10 +4808,7 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_attach, 120)
 	memset(fds, 0xff, sizeof(fds));
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
 	ASSERT_EQ(0, pin_to(0, 1));
-	for (i = 0; i < IDLE_FDS; i++) {
-		fds[i] = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
-		ASSERT_LE(0, fds[i]);
-	}
+	ASSERT_EQ(0, open_idle(fds, IDLE_FDS));
 	read_us = vqs_read_us(5);
 	ASSERT_LT(0, read_us);
 	open_alone = opens_us(alone, &during);
@@ -4845,7 +4868,6 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_pass, 120)
 	struct vring_drv d;
 	struct vp_worker w;
 	pid_t reader;
-	int i;
 
 	if (vp_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: the reader on one, the polling thread on the other");
@@ -4856,10 +4878,7 @@ TEST_F_TIMEOUT(neighbour, counters_reader_holds_up_no_pass, 120)
 	ASSERT_EQ(0, pin_to(0, 0));
 	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
 	ASSERT_EQ(0, poll_for_long(&d));
-	for (i = 0; i < READER_IDLE; i++) {
-		fds[i] = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
-		ASSERT_LE(0, fds[i]);
-	}
+	ASSERT_EQ(0, open_idle(fds, READER_IDLE));
 	alone = passes_per_s(500);
 	reader = vqs_reader_start();
 	ASSERT_LT(0, reader);
@@ -4975,10 +4994,7 @@ TEST_F_TIMEOUT(neighbour, start_requests_walk_no_table, 120)
 	int i;
 
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
-	for (i = 0; i < IDLE_FDS; i++) {
-		fds[i] = open("/dev/vhost-test", O_RDWR | O_CLOEXEC);
-		ASSERT_LE(0, fds[i]);
-	}
+	ASSERT_EQ(0, open_idle(fds, IDLE_FDS));
 	ASSERT_EQ(0, vp_worker(&w0));
 	for (i = 0; i < ASKS; i++) {
 		ASSERT_EQ(0, vring_open(&k, RING, true, 1 << 16));
