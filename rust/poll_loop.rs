@@ -36,8 +36,10 @@ use kernel::{
     kthread::{KThread, MmScope},
     prelude::*,
     sync::Arc,
+    task::Task,
     time::Ktime,
-    vhost_poller::Quiescent,
+    types::ARef,
+    vhost_poller::{self, Quiescent},
 };
 
 /// Another lane's thread, as the first lane keeps it.
@@ -68,6 +70,36 @@ struct Pass {
     counted: u32,
     /// A visit found a vq vhost's watchdog had taken back.
     stalled: bool,
+    /// The last workers on the lane's CPU it queued a handler to
+    /// (`OWN_KEPT`, the oldest replaced): tasks that wait for the CPU
+    /// because of the lane, not others it holds up.
+    own: [Option<ARef<Task>>; OWN_KEPT],
+    own_next: usize,
+}
+
+/// The workers on its CPU a pass remembers handing a handler to. A hint:
+/// a pass that handed more may count one still waiting as another task.
+const OWN_KEPT: usize = 4;
+
+impl Pass {
+    /// Gives the lane's CPU to `worker`, which a visit queued a handler
+    /// to: the handler runs now, where the lane polled, charged to its
+    /// owner, and the lane runs again when it sleeps or its turn ends.
+    fn hand(&mut self, worker: ARef<Task>) {
+        kthread::yield_to(&worker);
+        self.own[self.own_next] = Some(worker);
+        self.own_next = (self.own_next + 1) % OWN_KEPT;
+    }
+
+    /// A worker it handed a handler to that still waits for the lane's
+    /// CPU (a handler longer than its turn), if any.
+    fn own_waiting(&self) -> Option<&Task> {
+        self.own
+            .iter()
+            .flatten()
+            .map(|w| &**w)
+            .find(|w| vhost_poller::waits_here(w))
+    }
 }
 
 /// One lane's loop, as its thread runs it.
@@ -194,10 +226,17 @@ impl LaneLoop<'_> {
         } else {
             pass.started_ns
         };
+        // The lane's own workers waiting for its CPU are given it again,
+        // and are not others the lane holds up.
+        let own = pass.own_waiting();
+        let others_waiting = !kthread::single_task_running() && own.is_none();
+        if let Some(worker) = own {
+            kthread::yield_to(worker);
+        }
         let seen = PassSeen {
             paid: pass.paid,
             found: pass.found,
-            others_waiting: !kthread::single_task_running(),
+            others_waiting,
             // Only `poll_max_kick_cost` reads it; none if no pass began (a
             // wake-up ended it first).
             ns: if !timed || from == 0 {
@@ -325,8 +364,8 @@ impl Stepper for LaneLoop<'_> {
                 break;
             };
             let mut stopped = false;
-            match visit(&mut x.entry, scope) {
-                Visit::Made(v, counted) => {
+            let here = match visit(&mut x.entry, scope) {
+                Visit::Made(v, counted, worker) => {
                     pass.visits += 1;
                     pass.counted += u32::from(counted);
                     pass.found |= v.work;
@@ -339,6 +378,7 @@ impl Stepper for LaneLoop<'_> {
                     }
                     pass.next = Some(after);
                     pass.left = pass.left.saturating_sub(1);
+                    worker
                 }
                 Visit::Needs(mm) => {
                     // Visited again, first, in that address space.
@@ -348,11 +388,15 @@ impl Stepper for LaneLoop<'_> {
                     drop(polled);
                     return Step::Enter(mm);
                 }
-            }
+            };
             drop(polled);
             if stopped {
                 // Back to the table, with its lock: not held above.
                 self.shared.settle(self.lane);
+            }
+            // With no lock held: the worker may run for a while.
+            if let Some(worker) = here {
+                pass.hand(worker);
             }
             kthread::cond_resched();
         }

@@ -22,7 +22,7 @@ impl ShowFile for Vqs {
     fn show(&self, m: &SeqFile) -> Result {
         seq_print!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool thread stalls retries spin_us\n"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool thread stalls retries spin_us crossed handed\n"
         );
         self.0.for_each_vq(|vq, polled, window, cool, thread| {
             let c = &vq.counters;
@@ -30,7 +30,7 @@ impl ShowFile for Vqs {
             let pid = vq.handle.access().map_or(0, |vq| vq.owner());
             seq_print!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
                 pid,
                 vq.dev.load(Relaxed),
                 vq.index,
@@ -50,6 +50,8 @@ impl ShowFile for Vqs {
                 c.stalls.load(Relaxed),
                 c.retries.load(Relaxed),
                 c.spin_ns.load(Relaxed) / 1000,
+                c.crossed.load(Relaxed),
+                c.handed.load(Relaxed),
             );
         })
     }

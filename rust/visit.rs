@@ -11,15 +11,18 @@ use kernel::{
     kthread::MmScope,
     mm::MmWithUser,
     prelude::*,
+    task::Task,
     types::ARef,
     vhost_poller::{Polled, Work},
 };
 
 /// How a visit ended.
 pub(crate) enum Visit {
-    /// It was made: what it saw and decided, and whether it only counted
-    /// the work of a vq its own worker polls.
-    Made(Visited, bool),
+    /// It was made: what it saw and decided, whether it only counted the
+    /// work of a vq its own worker polls, and the worker it queued the
+    /// handler to if that waits on the lane's CPU, to give the CPU to
+    /// once the lane holds no lock.
+    Made(Visited, bool, Option<ARef<Task>>),
     /// Its ring is in address space `mm`, which the lane does not use now:
     /// visit again from there.
     Needs(ARef<MmWithUser>),
@@ -42,6 +45,7 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
                 ..Visited::NOTHING
             },
             in_worker,
+            None,
         )
     };
     // Switched off, or taken back by vhost (quiesce, watchdog).
@@ -74,8 +78,16 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
         },
     };
     let c = &e.vq().counters;
+    let mut here = None;
     let seen = match polled {
         Ok(looked) => {
+            if looked.crossed {
+                c.crossed.fetch_add(1, Relaxed);
+            }
+            if looked.here.is_some() {
+                c.handed.fetch_add(1, Relaxed);
+            }
+            here = looked.here;
             c.queued.fetch_add(looked.queued.into(), Relaxed);
             c.spin_ns.fetch_add(looked.spin_ns, Relaxed);
             // A run queued to take a fault or ask for a translation is not
@@ -106,7 +118,7 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
         Tally::Empty => c.empty_polls.fetch_add(1, Relaxed),
         Tally::Nothing => 0,
     };
-    Visit::Made(v, in_worker)
+    Visit::Made(v, in_worker, here)
 }
 
 /// What a visit found, from the thread's look at the ring or the count of
@@ -118,6 +130,10 @@ struct Looked {
     retry: bool,
     held: bool,
     spin_ns: u64,
+    /// The handler went to a worker on another CPU.
+    crossed: bool,
+    /// The handler went to this worker, on the lane's CPU.
+    here: Option<ARef<Task>>,
 }
 
 impl From<Polled> for Looked {
@@ -128,6 +144,8 @@ impl From<Polled> for Looked {
             retry: p.retry,
             held: p.held,
             spin_ns: 0,
+            crossed: p.crossed,
+            here: p.here,
         }
     }
 }
@@ -140,6 +158,8 @@ impl From<Work> for Looked {
             retry: false,
             held: false,
             spin_ns: w.spin_ns,
+            crossed: false,
+            here: None,
         }
     }
 }

@@ -17,6 +17,8 @@ The count vector, per request (per buffer for stream):
          each one a wake-up of the worker unless it was running)
   R      wake-ups on the request's path sent from another CPU
          (nr_wakeups_remote of the driver, worker and polling threads)
+  Rw     of those, the vhost workers' alone: none on an I/O core whose
+         polling thread hands its CPU to the worker beside it
   Wr     wake-ups of any task on another CPU, whole machine
          (/proc/schedstat ttwu_count - ttwu_local)
   IPI    reschedule and function-call interrupts (/proc/interrupts)
@@ -59,7 +61,7 @@ SPIN_SLEEPS = 0.05
 # The model's tolerance against the TCG figures.
 TOLERANCE = 0.20
 
-VECTOR = ("E", "Hd", "Hw", "Hp", "Sd", "Sw", "Sp", "Q", "R", "Wr", "IPI", "I", "M",
+VECTOR = ("E", "Hd", "Hw", "Hp", "Sd", "Sw", "Sp", "Q", "R", "Rw", "Wr", "IPI", "I", "M",
           "V", "S", "Ck", "D")
 
 
@@ -108,6 +110,9 @@ def rep_counts(drivers):
         "Q": _per(own("queued"), n),
         "R": (None if None in remote[:2] else
               (remote[0] + remote[1]) / n + (remote[2] or 0)),
+        # The vhost workers' wake-ups from another CPU alone: what the
+        # I/O core removes from a request's path.
+        "Rw": None if remote[1] is None else remote[1] / n,
         "Wr": diff(machine("wakeups"), machine("wakeups_local")),
         "IPI": (machine("res_ipis") + machine("cal_ipis")
                 if machine("res_ipis") is not None and machine("cal_ipis") is not None
@@ -395,7 +400,7 @@ def sane(v, guest=False):
     bad = []
     if not v:
         return ["no counts"]
-    for key in ("E", "Hd", "Hw", "Hp", "Sd", "Sw", "Sp", "Q", "R", "Wr", "IPI", "I", "D"):
+    for key in ("E", "Hd", "Hw", "Hp", "Sd", "Sw", "Sp", "Q", "R", "Rw", "Wr", "IPI", "I", "D"):
         if v.get(key) is not None and v[key] < 0:
             bad.append(f"{key} {v[key]:.3f} < 0")
     for key in ("E", "Hd", "Hw", "Sd", "Sw", "I"):

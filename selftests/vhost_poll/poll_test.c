@@ -6146,6 +6146,111 @@ TEST_F(cpus, own_cpu_is_never_contended)
 	vring_close(&d);
 }
 
+/* This process's vhost worker (vhost-PID): its thread or kthread id, or -1. */
+static int own_worker_tid(void)
+{
+	char comm[32];
+	int tid = 0;
+
+	snprintf(comm, sizeof(comm), "vhost-%d", getpid());
+	if (vp_scan_comm("/proc/self/task", comm, &tid) == 1 ||
+	    vp_scan_comm("/proc", comm, &tid) == 1)
+		return tid;
+	return -1;
+}
+
+/* What the vqs file counts of @d from @a to @b, for the I/O core tests. */
+static void log_handoffs(struct __test_metadata *_metadata, const char *what,
+			 const struct vp_vq_row *a, const struct vp_vq_row *b)
+{
+	TH_LOG("%s: %llu handler runs queued, %llu handed on the thread's CPU", what,
+	       b->queued - a->queued, b->handed - a->handed);
+	TH_LOG("%s: %llu crossed CPUs, %llu exits", what, b->crossed - a->crossed,
+	       b->exits - a->exits);
+}
+
+/*
+ * The I/O core: the polling thread on CPU 1 (poll_cpus=1), the owner's
+ * worker placed there too, the driver on CPU 0. The thread queues the
+ * handler to the worker beside it and gives it the CPU (a directed
+ * yield), so no wake-up crosses CPUs; and the worker waiting for the CPU
+ * is the thread's own, not another task it holds up. Before, the vqs file
+ * had no count of either, and the thread could not tell its own worker
+ * waiting from a stranger: the regime with the workers on the polling
+ * CPU handed everything back as contended.
+ */
+TEST_F(cpus, own_worker_on_the_io_cpu_is_handed_not_contended)
+{
+	const char *const on1[] = { "1" };
+	struct vp_vq_row s0, s1;
+	char seen[1][64];
+	struct vring_drv d;
+	int polled, tid;
+
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	tid = own_worker_tid();
+	ASSERT_LT(0, tid);
+	ASSERT_EQ(0, pin_to(tid, 1));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s0, NULL));
+	/* CPU 0 busy with the stream, the worker's handler runs on CPU 1. */
+	ASSERT_EQ(0, vring_stream(&d, 20000, 1, STALL_MS));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s1, &polled));
+	log_handoffs(_metadata, "worker on CPU 1", &s0, &s1);
+	EXPECT_EQ(1, polled);
+	EXPECT_EQ(s0.exits, s1.exits);
+	EXPECT_EQ(s0.crossed, s1.crossed);
+	EXPECT_LT(s0.handed, s1.handed);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
+/*
+ * An owner whose worker may not run on the I/O CPU (its cpuset, or an
+ * admin's placement) is still polled: each handler run the thread queues
+ * wakes the worker across CPUs, and is counted so. The worker moved to
+ * the I/O CPU mid-stream is handed the CPU from then on, and moved back
+ * crosses again; no buffer is lost or served twice on the way.
+ */
+TEST_F(cpus, worker_off_the_io_cpu_crosses_and_is_counted)
+{
+	const char *const on1[] = { "1" };
+	struct vp_vq_row s[4];
+	char seen[1][64];
+	struct vring_drv d;
+	int i, tid;
+
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	tid = own_worker_tid();
+	ASSERT_LT(0, tid);
+	ASSERT_EQ(0, pin_to(tid, 0));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s[0], NULL));
+	for (i = 1; i < 4; i++) {
+		/* On CPU 0, then on the thread's, then back. */
+		ASSERT_EQ(0, pin_to(tid, i == 2));
+		ASSERT_EQ(0, vring_stream(&d, 5000, 1, STALL_MS));
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s[i], NULL));
+	}
+	log_handoffs(_metadata, "worker on CPU 0", &s[0], &s[1]);
+	log_handoffs(_metadata, "moved to CPU 1", &s[1], &s[2]);
+	log_handoffs(_metadata, "back on CPU 0", &s[2], &s[3]);
+	/* Polled all along (the first stream keeps it so). */
+	EXPECT_LT(s[0].queued, s[1].queued);
+	EXPECT_EQ(s[0].handed, s[1].handed);
+	EXPECT_LT(s[0].crossed, s[1].crossed);
+	EXPECT_LT(s[1].handed, s[2].handed);
+	EXPECT_LT(s[2].crossed, s[3].crossed);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
 /*
  * The listed CPU goes offline under the polling thread while it polls a
  * ring, and comes back: the thread leaves it before it goes (it may then

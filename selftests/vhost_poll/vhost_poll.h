@@ -299,10 +299,16 @@ struct vp_vq_row {
 	unsigned long long retries;
 	/* Its share of its own worker's polling, in microseconds. */
 	unsigned long long spin_us;
+	/*
+	 * Handler runs a polling thread queued to a worker on another CPU
+	 * (a wake-up that crossed CPUs), and to a worker on its own CPU,
+	 * which it gave the CPU to.
+	 */
+	unsigned long long crossed, handed;
 };
 
 /* A row of the vqs file: the ten first columns are in every version. */
-#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu %llu"
+#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu %llu %llu %llu"
 
 /* CPUs online now (1 if it cannot tell). */
 static inline int vp_ncpus(void)
@@ -419,7 +425,7 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
 			   &r->enters, &r->exits, &r->window, &r->refused,
 			   &r->queued, &r->held, &r->cool, &r->thread, &r->stalls,
-			   &r->retries, &r->spin_us) < 10)
+			   &r->retries, &r->spin_us, &r->crossed, &r->handed) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
 		n++;
@@ -457,6 +463,8 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->stalls += rows[i].stalls;
 		sum->retries += rows[i].retries;
 		sum->spin_us += rows[i].spin_us;
+		sum->crossed += rows[i].crossed;
+		sum->handed += rows[i].handed;
 		if (polled && rows[i].poll)
 			(*polled)++;
 	}
