@@ -226,13 +226,16 @@ impl LaneLoop<'_> {
         } else {
             pass.started_ns
         };
-        // The lane's own workers waiting for its CPU are given it again,
-        // and are not others the lane holds up.
-        let own = pass.own_waiting();
-        let others_waiting = !kthread::single_task_running() && own.is_none();
+        // A worker of the lane's still waiting for its CPU is given it
+        // again. Whoever waits once it has run (or while it still waits,
+        // a handler longer than its turn, when the lane cannot tell) is
+        // another task the lane holds up.
+        let mut own = pass.own_waiting();
         if let Some(worker) = own {
             kthread::yield_to(worker);
+            own = pass.own_waiting();
         }
+        let others_waiting = !kthread::single_task_running() && own.is_none();
         let seen = PassSeen {
             paid: pass.paid,
             found: pass.found,

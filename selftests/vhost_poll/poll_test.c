@@ -502,6 +502,28 @@ TEST_F(poll, idle_window_grows_and_shrinks)
 	       idle_exit ? "" : " (which followed a hand-back)");
 }
 
+/*
+ * vring_stream() of @total buffers in batches of @batch, in slices of 1,000
+ * with a millisecond's sleep after each: under time travel (inf-cpu) time
+ * passes only while every CPU idles, and a polling thread that hands its
+ * CPU to the worker beside it keeps the one CPU busy from a stream's
+ * first buffer to its last, which then takes no time at all (no jiffy
+ * for the policy's rules, no wake-up for a waiter). 0 or -errno.
+ */
+static int stream_in_time(struct vring_drv *d, unsigned int total, unsigned int batch)
+{
+	unsigned int left = total, n;
+	int ret = 0;
+
+	while (left && !ret) {
+		n = left < 1000 ? left : 1000;
+		ret = vring_stream(d, n, batch, STALL_MS);
+		left -= n;
+		vp_sleep_ms(1);
+	}
+	return ret;
+}
+
 /* c4. A polled vq whose visits save fewer than poll_min_gain kicks per
  * thousand buffers goes back to notification mode and cools down before it
  * may be polled again; with poll_min_gain 0 it stays. Batches of 16 let a
@@ -519,7 +541,7 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	exits = sum.exits;
 	ASSERT_EQ(0, vp_param_set("poll_min_gain", 500));
-	ASSERT_EQ(0, vring_stream(&self->d, 20000, 16, STALL_MS));
+	ASSERT_EQ(0, stream_in_time(&self->d, 20000, 16));
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	/* Left poll mode (no idle exit: the window is 10 s), and cools down. */
 	EXPECT_LT(exits, sum.exits);
@@ -1418,7 +1440,7 @@ TEST_F(teardown, rmmod_mid_stream)
 
 		if (kicked_driver(&d, 1 << 20))
 			_exit(1);
-		if (vring_stream(&d, 200000, 1, STALL_MS))
+		if (stream_in_time(&d, 200000, 1))
 			_exit(2);
 		_exit(vring_all_used_once(&d) ? 0 : 3);
 	}
@@ -6249,6 +6271,104 @@ TEST_F(cpus, worker_off_the_io_cpu_crosses_and_is_counted)
 	EXPECT_LT(s[2].crossed, s[3].crossed);
 	EXPECT_TRUE(vring_all_used_once(&d));
 	vring_close(&d);
+}
+
+/*
+ * The I/O core changed under a stream (the owner streams, its worker on
+ * CPU 1 with the thread, while a child makes the changes): poll_cpus moved
+ * to CPU 0 and back, then CPU 1 taken offline (the worker and the thread
+ * leave it; the worker's pinning is broken by the kernel) and brought
+ * back. No buffer is lost or used twice, and the stream never waits
+ * longer than a stall (each vring_stream() would fail).
+ */
+TEST_F(cpus, io_core_changed_mid_stream_strands_nothing)
+{
+	struct vp_vq_row s0, s1;
+	struct vring_drv d;
+	int status, tid;
+	pid_t changer;
+	bool hotplug;
+
+	hotplug = !access("/sys/devices/system/cpu/cpu1/online", W_OK);
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	tid = own_worker_tid();
+	ASSERT_LT(0, tid);
+	ASSERT_EQ(0, pin_to(tid, 1));
+	ASSERT_EQ(0, poll_for_long(&d));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s0, NULL));
+	/* Brought back by the teardown if the changer fails half-way. */
+	self->cpu1_down = hotplug;
+	changer = fork();
+	ASSERT_LE(0, changer);
+	if (!changer) {
+		int bad = 0;
+
+		vp_sleep_ms(30);
+		bad |= vp_param_write("poll_cpus", "0", 1);
+		vp_sleep_ms(30);
+		bad |= vp_param_write("poll_cpus", "1", 1);
+		vp_sleep_ms(30);
+		if (hotplug) {
+			bad |= vp_cpu_set_online(1, false);
+			vp_sleep_ms(30);
+			bad |= vp_cpu_set_online(1, true);
+			vp_sleep_ms(30);
+		}
+		_exit(bad ? 1 : 0);
+	}
+	do {
+		ASSERT_EQ(0, vring_stream(&d, 500, 1, STALL_MS));
+	} while (waitpid(changer, &status, WNOHANG) != changer);
+	self->cpu1_down = false;
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+	ASSERT_EQ(0, vring_stream(&d, 2000, 1, STALL_MS));
+	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s1, NULL));
+	log_handoffs(_metadata, hotplug ? "list changed, CPU 1 offline and back" :
+			 "list changed (no CPU hotplug here)", &s0, &s1);
+	EXPECT_TRUE(vring_all_used_once(&d));
+	vring_close(&d);
+}
+
+/*
+ * An owner killed while the I/O core serves it (its worker on CPU 1, with
+ * the thread, handed the CPU at every request): its rows go, the thread
+ * settles, and the module is free to unload.
+ */
+TEST_F(cpus, io_core_owner_killed_strands_nothing)
+{
+	struct vp_vq_row sum;
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct vring_drv d;
+		int tid;
+
+		if (pin_to(0, 0) || kicked_driver(&d, 1 << 24))
+			_exit(1);
+		tid = own_worker_tid();
+		if (tid < 0 || pin_to(tid, 1))
+			_exit(2);
+		for (;;)
+			if (vring_stream(&d, 1000, 1, STALL_MS))
+				_exit(3);
+	}
+	EXPECT_TRUE(vp_wait_polled(pid, 1, STALL_MS));
+	/* Some handler runs handed to the worker on the thread's CPU. */
+	vp_sleep_ms(100);
+	EXPECT_LE(1, vp_vq_sum(pid, -1, &sum, NULL));
+	EXPECT_LT(0, sum.handed);
+	kill(pid, SIGKILL);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status));
+	EXPECT_EQ(0, vp_vq_sum(pid, -1, &sum, NULL));
+	EXPECT_TRUE(vp_worker_settles(STALL_MS));
+	EXPECT_TRUE(module_unpinned());
 }
 
 /*
