@@ -39,8 +39,9 @@ pub(crate) struct VqCounters {
     /// nanoseconds (shown in microseconds): CPU its owner is charged for.
     pub(crate) spin_ns: AtomicU64,
     /// Handler runs a lane queued to a worker on another CPU than its
-    /// own: wake-ups that crossed CPUs (the owner's cpuset, or the
-    /// admin's placement, keeps the worker off the lane's CPU).
+    /// own: wake-ups that crossed CPUs, unless the worker ran already
+    /// (the owner's cpuset, or the admin's placement, keeps the worker
+    /// off the lane's CPU).
     pub(crate) crossed: AtomicU64,
     /// Handler runs a lane queued to a worker on its own CPU, which it
     /// then gave the CPU to: no wake-up crossed CPUs.

@@ -227,9 +227,9 @@ impl LaneLoop<'_> {
             pass.started_ns
         };
         // A worker of the lane's still waiting for its CPU is given it
-        // again. Whoever waits once it has run (or while it still waits,
-        // a handler longer than its turn, when the lane cannot tell) is
-        // another task the lane holds up.
+        // again. Whoever waits once it has run is another task the lane
+        // holds up; while one still waits (a handler longer than its
+        // turn), the lane cannot tell, and counts nobody.
         let mut own = pass.own_waiting();
         if let Some(worker) = own {
             kthread::yield_to(worker);

@@ -38,15 +38,16 @@ env_kernel() {
 	case $1 in
 	uml|uml-tt) echo uml ;;
 	qemu) echo x86_64 ;;
-	x86_64) echo x86_64 ;;
+	qemu-kcsan) echo x86_64-kcsan ;;
+	x86_64|x86_64-kcsan) echo "$1" ;;
 	*) return 1 ;;
 	esac
 }
 
 check_kernel_name() {
 	case $1 in
-	uml|x86_64) ;;
-	*) die "unknown kernel '$1' (expected uml or x86_64)" ;;
+	uml|x86_64|x86_64-kcsan) ;;
+	*) die "unknown kernel '$1' (expected uml, x86_64 or x86_64-kcsan)" ;;
 	esac
 }
 
@@ -91,6 +92,7 @@ kernel_fragments() {
 	case $1 in
 	uml) echo "$TOP/configs/common.config $TOP/configs/uml.config $TOP/configs/debug.config" ;;
 	x86_64) echo "$KSRC/kernel/configs/kvm_guest.config $TOP/configs/common.config $TOP/configs/x86_64.config" ;;
+	x86_64-kcsan) echo "$(kernel_fragments x86_64) $TOP/configs/kcsan.config" ;;
 	esac
 }
 
