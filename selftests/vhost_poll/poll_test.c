@@ -641,10 +641,11 @@ TEST_F(poll, rate_zero_mid_stream)
  * index a burst kicks about once, and a start needs two kicks in a
  * jiffy, so how many bursts start polling depends on the timing. In UML
  * (HZ 100) vhost-net's 1,000 bursts started it 94 to 124 times, under
- * the load of a check run at the low end.
+ * the load of a check run at the low end; under KCSAN (qemu-kcsan),
+ * 3,000 bursts started it 84 times.
  */
 #define BURSTS_MIN	1000
-#define BURSTS_MAX	3000
+#define BURSTS_MAX	6000
 #define EXITS_MIN	100
 
 TEST_F_TIMEOUT(poll, bursts_at_poll_exit, 90)
