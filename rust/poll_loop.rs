@@ -12,7 +12,10 @@
 //!
 //! A lane runs no handler. When a ring has buffers it queues the vq's
 //! kick handler to the vq's own vhost worker, as a kick would; starts and
-//! stops are carried out by that worker too. So nothing an owner does to
+//! stops are carried out by that worker too. A worker on the lane's own
+//! CPU (an I/O core whose admin placed the workers there) is then given
+//! that CPU (`Pass::hand`): the handler runs at once, charged to its
+//! owner, with no wake-up crossing CPUs. So nothing an owner does to
 //! its rings, its memory or its vq mutex (a fault that does not resolve,
 //! a blocked ioctl, a busy loop) holds a lane up: it holds up that
 //! owner's own worker, as it would without polling. See "Isolation and
