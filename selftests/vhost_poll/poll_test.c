@@ -6182,6 +6182,29 @@ static int own_worker_tid(void)
 	return -1;
 }
 
+/*
+ * The I/O core of the cpus tests: the polling thread on CPU 1
+ * (poll_cpus=1), the caller (the driver) on CPU 0, @d opened, its worker
+ * placed on @worker_cpu, and @d polled. Returns the worker's id.
+ */
+static int io_core_open(struct __test_metadata *_metadata, struct vring_drv *d,
+			int worker_cpu)
+{
+	const char *const on1[] = { "1" };
+	char seen[1][64];
+	int tid;
+
+	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
+	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
+	ASSERT_EQ(0, pin_to(0, 0));
+	ASSERT_EQ(0, vring_open(d, RING, true, 1 << 20));
+	tid = own_worker_tid();
+	ASSERT_LT(0, tid);
+	ASSERT_EQ(0, pin_to(tid, worker_cpu));
+	ASSERT_EQ(0, poll_for_long(d));
+	return tid;
+}
+
 /* What the vqs file counts of @d from @a to @b, for the I/O core tests. */
 static void log_handoffs(struct __test_metadata *_metadata, const char *what,
 			 const struct vp_vq_row *a, const struct vp_vq_row *b)
@@ -6204,20 +6227,11 @@ static void log_handoffs(struct __test_metadata *_metadata, const char *what,
  */
 TEST_F(cpus, own_worker_on_the_io_cpu_is_handed_not_contended)
 {
-	const char *const on1[] = { "1" };
 	struct vp_vq_row s0, s1;
-	char seen[1][64];
 	struct vring_drv d;
-	int polled, tid;
+	int polled;
 
-	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
-	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
-	ASSERT_EQ(0, pin_to(0, 0));
-	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
-	tid = own_worker_tid();
-	ASSERT_LT(0, tid);
-	ASSERT_EQ(0, pin_to(tid, 1));
-	ASSERT_EQ(0, poll_for_long(&d));
+	io_core_open(_metadata, &d, 1);
 	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s0, NULL));
 	/*
 	 * CPU 0 busy with the stream, the worker's handler runs on CPU 1; in
@@ -6246,20 +6260,11 @@ TEST_F(cpus, own_worker_on_the_io_cpu_is_handed_not_contended)
  */
 TEST_F(cpus, worker_off_the_io_cpu_crosses_and_is_counted)
 {
-	const char *const on1[] = { "1" };
 	struct vp_vq_row s[4];
-	char seen[1][64];
 	struct vring_drv d;
 	int i, tid;
 
-	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
-	ASSERT_TRUE(threads_on(on1, 1, 2000, seen));
-	ASSERT_EQ(0, pin_to(0, 0));
-	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
-	tid = own_worker_tid();
-	ASSERT_LT(0, tid);
-	ASSERT_EQ(0, pin_to(tid, 0));
-	ASSERT_EQ(0, poll_for_long(&d));
+	tid = io_core_open(_metadata, &d, 0);
 	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s[0], NULL));
 	for (i = 1; i < 4; i++) {
 		/* On CPU 0, then on the thread's, then back. */
@@ -6292,18 +6297,12 @@ TEST_F(cpus, io_core_changed_mid_stream_strands_nothing)
 {
 	struct vp_vq_row s0, s1;
 	struct vring_drv d;
-	int status, tid;
+	int status;
 	pid_t changer;
 	bool hotplug;
 
 	hotplug = !access("/sys/devices/system/cpu/cpu1/online", W_OK);
-	ASSERT_EQ(0, vp_param_write("poll_cpus", "1", 1));
-	ASSERT_EQ(0, pin_to(0, 0));
-	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
-	tid = own_worker_tid();
-	ASSERT_LT(0, tid);
-	ASSERT_EQ(0, pin_to(tid, 1));
-	ASSERT_EQ(0, poll_for_long(&d));
+	io_core_open(_metadata, &d, 1);
 	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &s0, NULL));
 	/* Brought back by the teardown if the changer fails half-way. */
 	self->cpu1_down = hotplug;
