@@ -8,7 +8,7 @@
 ENV ?= uml
 KERNEL = $(if $(filter qemu x86_64,$(ENV)),x86_64,uml)
 
-.PHONY: help setup kernel kdir module selftests check check-full storms demo bench lint clean
+.PHONY: help setup kernel kdir module selftests series check check-full storms demo bench lint clean
 
 help:
 	@echo 'vhost-poll targets:'
@@ -22,7 +22,8 @@ help:
 	@echo '  make kdir ENV=     print that kernel'"'"'s build directory'
 	@echo '  make module ENV=   build vhost_poll.ko for ENV into build/KERNEL/rust/'
 	@echo '  make selftests     build selftests/vhost_poll on the host'
-	@echo '  make lint          rustfmt, clippy, checkpatch on the module and patches/'
+	@echo '  make series        the whole series and a kernel tree, per kernel line (LINE=6.12 or 7.3; default both)'
+	@echo '  make lint          rustfmt, clippy, the series made and checkpatch-clean'
 	@echo '  make clean         remove build/ (the kernel cache stays: see README.md)'
 	@echo 'Boot a shell command: scripts/vm ENV -- COMMAND (scripts/vm --help)'
 
@@ -40,6 +41,9 @@ module:
 
 selftests:
 	@$(MAKE) -s -C selftests/vhost_poll
+
+series:
+	@scripts/series $(LINE)
 
 check:
 	@scripts/check

@@ -3,9 +3,10 @@
 //! vhost-poll: per-virtqueue adaptive polling for vhost.
 //!
 //! A virtqueue whose driver kicks at least `poll_start_rate` times in one
-//! jiffy is switched from notifications to polling by one shared kernel
-//! thread, `vhost-poll`, and back after `poll_stop_idle` jiffies without
-//! new work. See Documentation/admin-guide.rst and Documentation/design.rst.
+//! jiffy is switched from notifications to polling, by its own vhost
+//! worker or, on the CPUs `poll_cpus` lists, by a polling thread of this
+//! module, and back after `poll_stop_idle` jiffies without new work. See
+//! Documentation/admin-guide.rst and Documentation/design.rst.
 
 use kernel::{
     c_str, kthread::KThread, module_param::CpuListWatch, prelude::*, vhost_poller::Registration,

@@ -1,20 +1,47 @@
 # SPDX-License-Identifier: GPL-2.0
 # Shared settings and helpers for the vhost-poll scripts. Sourced, not run.
 
-KVER=6.12.117
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # CI may run with a bare environment: find the home directory if unset.
 : "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
 export HOME
 CACHE=${VHOST_POLL_CACHE:-$HOME/.cache/vhost-poll}
-# The kernel source: the tarball of Debian's linux-source-6.12 at the
-# version the series is against, taken from that exact package version
-# (scripts/setup), not from whatever /usr/src holds: Debian's security
-# updates move the installed package on (6.12.118 replaced 6.12.117).
-KDEB=linux-source-6.12
-KDEB_VERSION=$KVER-1~deb12u1
-KTARBALL=${KTARBALL:-$CACHE/linux-source-$KVER.tar.xz}
-KSRC=$CACHE/linux-$KVER
+
+# The kernels the series is against, one "line" each: 6.12, the LTS
+# Debian 13 runs (the default), and 7.3, the newest Debian packages.
+# Each is the tarball of Debian's linux-source-X.Y at one exact package
+# version (scripts/setup), not whatever /usr/src holds: Debian's updates
+# move the installed package on (6.12.118 replaced 6.12.117). The pin is
+# moved deliberately, here. A line's patches are patches/LINE/.
+KLINES="6.12 7.3"
+use_line() {
+	case $1 in
+	6.12)
+		KVER=6.12.117 KDEB=linux-source-6.12 KDEB_VERSION=6.12.117-1~deb12u1
+		# LLVM=1: clang is Debian 12's default, clang-14.
+		KSUITE= KLLVM=14 KLLVM_ARG=1 ;;
+	7.3)
+		# 7.x wants LLVM 15 or later: Debian 12's llvm-19.
+		KVER=7.3.4 KDEB=linux-source-7.3 KDEB_VERSION=7.3.4-1~bpo13+1
+		KSUITE=trixie-backports KLLVM=19 KLLVM_ARG=-19 ;;
+	*) die "unknown kernel line '$1' (expected one of: $KLINES)" ;;
+	esac
+	KLINE=$1
+	KTARBALL=$CACHE/linux-source-$KVER.tar.xz
+	KSRC=$CACHE/linux-$KVER
+	PATCHES=$TOP/patches/$KLINE
+	# Each line's clang, lld and llvm tools, and bindgen on the same
+	# clang's libclang (bindgen takes the newest installed otherwise).
+	export LIBCLANG_PATH=/usr/lib/llvm-$KLLVM/lib
+}
+
+# A kernel's name is its kind, with "-7.3" for the 7.3 line: uml,
+# x86_64 and x86_64-kcsan are 6.12's; uml-7.3 and x86_64-7.3 are 7.3's.
+kernel_line() { case $1 in *-7.3) echo 7.3 ;; *) echo 6.12 ;; esac; }
+kernel_kind() { echo "${1%-7.3}"; }
+# Select kernel $1's line (KVER, KSRC, PATCHES and the rest).
+use_kernel() { use_line "$(kernel_line "$1")"; }
+
 TOOLS=$CACHE/tools
 BINDGEN=$TOOLS/bin/bindgen
 BINDGEN_VERSION=0.69.5
@@ -28,10 +55,12 @@ APT_PACKAGES="rustc-web rust-web-src libstd-rust-web-dev
 	rust-web-clippy rustfmt-web libclang-dev clang lld llvm flex bison
 	libelf-dev dwarves cpio busybox-static qemu-system-x86 bc libssl-dev
 	build-essential kmod python3 python3-ply python3-git python3-matplotlib rsync
-	iperf3"
+	iperf3 clang-19 lld-19 llvm-19 libclang-19-dev"
 
 msg() { printf '%s: %s\n' "${PROG:-vhost-poll}" "$*" >&2; }
 die() { msg "error: $*"; exit 1; }
+
+use_line "${VHOST_POLL_LINE:-6.12}"
 
 # Map a runner environment to the kernel it boots.
 env_kernel() {
@@ -39,19 +68,21 @@ env_kernel() {
 	uml|uml-tt) echo uml ;;
 	qemu) echo x86_64 ;;
 	qemu-kcsan) echo x86_64-kcsan ;;
-	x86_64|x86_64-kcsan) echo "$1" ;;
+	uml-7.3) echo uml-7.3 ;;
+	qemu-7.3) echo x86_64-7.3 ;;
+	x86_64|x86_64-kcsan|x86_64-7.3) echo "$1" ;;
 	*) return 1 ;;
 	esac
 }
 
 check_kernel_name() {
 	case $1 in
-	uml|x86_64|x86_64-kcsan) ;;
-	*) die "unknown kernel '$1' (expected uml, x86_64 or x86_64-kcsan)" ;;
+	uml|x86_64|x86_64-kcsan|uml-7.3|x86_64-7.3) ;;
+	*) die "unknown kernel '$1' (expected uml, x86_64, x86_64-kcsan, uml-7.3 or x86_64-7.3)" ;;
 	esac
 }
 
-kernel_arch() { [ "$1" = uml ] && echo um || echo x86_64; }
+kernel_arch() { [ "$(kernel_kind "$1")" = uml ] && echo um || echo x86_64; }
 kernel_builddir() { echo "$CACHE/build/$1"; }
 
 # The kernel's modules, installed as a distribution would (modules_install,
@@ -62,18 +93,20 @@ kernel_moddir() { echo "$(kernel_modroot "$1")/lib/modules"; }
 kernel_image() {
 	local b
 	b=$(kernel_builddir "$1")
-	if [ "$1" = uml ]; then echo "$b/linux"; else echo "$b/arch/x86/boot/bzImage"; fi
+	if [ "$(kernel_kind "$1")" = uml ]; then echo "$b/linux"; else echo "$b/arch/x86/boot/bzImage"; fi
 }
 
-# The patches of patches/series, in order, one path a line.
+# The kernel-side patches of the line (patches/LINE/series), in order,
+# one path a line. The module's and the selftests' patches are not
+# there: scripts/series makes them from rust/ and selftests/.
 series_files() {
 	local p
-	[ -f "$TOP/patches/series" ] || return 0
+	[ -f "$PATCHES/series" ] || return 0
 	while read -r p; do
 		case $p in ''|'#'*) continue ;; esac
-		[ -f "$TOP/patches/$p" ] || die "patches/series names missing patch $p"
-		echo "$TOP/patches/$p"
-	done <"$TOP/patches/series"
+		[ -f "$PATCHES/$p" ] || die "patches/$KLINE/series names missing patch $p"
+		echo "$PATCHES/$p"
+	done <"$PATCHES/series"
 }
 
 series_hash() {
@@ -89,34 +122,37 @@ series_hash() {
 
 # The fragments merged into kernel $1's config, in order.
 kernel_fragments() {
-	case $1 in
+	use_kernel "$1"
+	case $(kernel_kind "$1") in
 	uml) echo "$TOP/configs/common.config $TOP/configs/uml.config $TOP/configs/debug.config" ;;
 	x86_64) echo "$KSRC/kernel/configs/kvm_guest.config $TOP/configs/common.config $TOP/configs/x86_64.config" ;;
 	x86_64-kcsan) echo "$(kernel_fragments x86_64) $TOP/configs/kcsan.config" ;;
 	esac
 }
 
-kernel_baseconfig() { [ "$1" = uml ] && echo defconfig || echo tinyconfig; }
+kernel_baseconfig() { [ "$(kernel_kind "$1")" = uml ] && echo defconfig || echo tinyconfig; }
 
 # Everything a built kernel depends on: source version, patches,
 # fragments, the toolchain.
 kernel_key() {
 	local f
+	use_kernel "$1"
 	{
 		echo "kernel $1 $KVER $(series_hash) $(kernel_baseconfig "$1")"
 		for f in $(kernel_fragments "$1"); do
 			case $f in "$KSRC"/*) echo "== ${f#"$KSRC"/}" ;; *) echo "== ${f#"$TOP"/}"; cat "$f" ;; esac
 		done
 		rustc --version 2>/dev/null
-		clang --version 2>/dev/null | head -1
+		"clang-$KLLVM" --version 2>/dev/null | head -1
 	} | sha256sum | cut -c1-16
 }
 
 kmake() {
 	local k=$1
 	shift
+	use_kernel "$k"
 	make -C "$KSRC" O="$(kernel_builddir "$k")" ARCH="$(kernel_arch "$k")" \
-		LLVM=1 BINDGEN="$BINDGEN" "$@"
+		LLVM="$KLLVM_ARG" BINDGEN="$BINDGEN" "$@"
 }
 
 # Build vhost_test.ko, the kernel's drivers/vhost/test.c (no Kconfig
@@ -124,6 +160,7 @@ kmake() {
 # log is $2/build.log.
 build_vhost_test() {
 	local k=$1 tdir=$2
+	use_kernel "$k"
 	mkdir -p "$tdir"
 	ln -sfn "$KSRC/drivers/vhost/test.c" "$tdir/test.c"
 	ln -sfn "$KSRC/drivers/vhost/test.h" "$tdir/test.h"
