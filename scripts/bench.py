@@ -87,12 +87,14 @@ DEFAULT_REGIMES = ("shared", "core")
 PROBES = ("idle", "crowd", "visit", "lanes", "ownerless", "hook", "nap", "cost", "trace")
 # Only on request: 256 idle owners with nothing polled (poll_start_rate
 # 0), the visit probe's 256-owner cell without polling, to tell whether
-# the guest's RCU stalls after it come from polling (benchmarks.rst).
+# the guest's RCU stalls after it come from polling
+# (Documentation/results/2026-12-02-unpolled.rst).
 EXTRA_PROBES = ("unpolled",)
 # The visit probe's largest cell: idle polled vqs of one owner, then of
 # as many owners. Under TCG that many owner processes leave the guest in
 # RCU stalls after they exit, with polling off as well (the unpolled
-# probe, benchmarks.rst); there the many-owner cell has TCG_OWNERS.
+# probe, Documentation/results/2026-12-02-unpolled.rst); there the
+# many-owner cell has TCG_OWNERS.
 MANY_VQS = 256
 TCG_OWNERS = 64
 # Idle devices the ownerless probe holds open with no owner (anyone who
@@ -2137,7 +2139,7 @@ def report(out_dir, command):
     md += ["", "![throughput and latency by mode](chart.png)", ""]
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write("\n".join(md))
-    # The same, as reStructuredText for Documentation/benchmarks.rst.
+    # The same, as reStructuredText for a file of Documentation/results/.
     rst = [".. csv-table:: Each figure the median of %d runs" % meta["reps"],
            "   :header: " + ", ".join(f'"{h}"' for h in head), ""]
     rst += ["   " + ", ".join(f'"{v}"' for v in r) for r in rows]
@@ -2366,7 +2368,7 @@ def main():
     r.add_argument("--cells", default="",
                    help="only these cells: DEV:WORKLOAD:BATCH:NDEV,... (* for any)")
     r.add_argument("--regimes", default=",".join(DEFAULT_REGIMES),
-                   help="where the cells run: shared, core, io (default shared,core)")
+                   help="where the cells run: shared, core, apart, io (default shared,core)")
     r.add_argument("--probes", default=",".join(PROBES),
                    help=f"the probes that run: {', '.join(PROBES + EXTRA_PROBES)} "
                         f"(default {', '.join(PROBES)})")

@@ -34,7 +34,7 @@ The count vector, per request (per buffer for stream):
 
 # Published costs on a current x86 host, for the KVM prediction: each a
 # range (low, high) in microseconds, with where it comes from. See
-# Documentation/benchmarks.rst, "The cost model", and shared/FACTS.md.
+# Documentation/benchmarks.rst, "The KVM prediction", and shared/FACTS.md.
 KVM_COSTS = {
     "exit": (0.8, 1.0, "VM exit and entry, simplest in-kernel exit: 2,500-3,000 cycles at "
                        "3 GHz, Skylake-SP and AMD (KVM fastpath threads, kvm list, 2020); an "

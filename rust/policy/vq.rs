@@ -328,9 +328,10 @@ impl<L> VqPolicy<L> {
     /// has room) streams churned in and out of poll mode on a contended
     /// CPU, and the A/B of that rule lost stream throughput (geometric
     /// mean of poll/notify 0.74 against 1.02, the lane at 13% of a CPU
-    /// against 0.5%; Documentation/benchmarks.rst). A stall is a verdict
-    /// on the lane's CPU too, a harder one: a task that kept the thread
-    /// off it for the watchdog's bound is likely to do it again.
+    /// against 0.5%; Documentation/results/2026-12-01-contention-cool-down.rst).
+    /// A stall is a verdict on the lane's CPU too, a harder one: a task
+    /// that kept the thread off it for the watchdog's bound is likely to
+    /// do it again.
     fn cools_down(why: Exit) -> bool {
         matches!(why, Exit::Gain | Exit::Contended | Exit::Stalled)
     }
