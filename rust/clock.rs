@@ -2,7 +2,7 @@
 
 //! Time as the module counts it, and how an empty pass lets it go by.
 
-use crate::policy::Jiffy;
+use crate::{compat, policy::Jiffy};
 use kernel::{
     kthread,
     time::{delay, jiffies},
@@ -27,9 +27,9 @@ const UML_EMPTY_PASS_PAUSE_US: u32 = 50;
 /// kernel thread outside atomic context: it may sleep.
 pub(crate) fn pause() {
     if cfg!(CONFIG_UML) {
-        delay::usleep_idle(UML_EMPTY_PASS_PAUSE_US);
+        compat::sleep_idle_us(UML_EMPTY_PASS_PAUSE_US);
     } else {
-        delay::ndelay(EMPTY_PASS_PAUSE_US * 1000);
+        compat::busy_wait_us(EMPTY_PASS_PAUSE_US);
     }
 }
 
@@ -37,7 +37,7 @@ pub(crate) fn pause() {
 /// (`Pause::Nap`), in the idle state: a nap adds nothing to the load
 /// average. A wake-up does not end it early; it is short (`poll_max_nap`).
 pub(crate) fn nap(us: u32) {
-    delay::usleep_idle(us);
+    compat::sleep_idle_us(us);
 }
 
 /// Sleeps to the next jiffy (`Pause::Tick`): the lane only counts the

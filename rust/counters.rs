@@ -4,8 +4,8 @@
 //! and a row per lane. Each is a relaxed atomic, read for display only:
 //! no decision reads one.
 
+use crate::compat;
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-use kernel::time::Ktime;
 
 /// Counters of one virtqueue, as `/sys/kernel/debug/vhost_poll/vqs` shows
 /// them.
@@ -84,7 +84,7 @@ impl LaneCounters {
     /// Ends the current busy or idle period and starts one of the other
     /// kind (`asleep`).
     pub(crate) fn period(&self, asleep: bool) {
-        let now = Ktime::ktime_get().to_ns();
+        let now = compat::now_ns();
         let since = self.since_ns.swap(now, Relaxed);
         let spent = u64::try_from(now - since).unwrap_or(0);
         if self.asleep.swap(asleep, Relaxed) {

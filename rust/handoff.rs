@@ -17,7 +17,7 @@ pub(crate) struct Handoff<T> {
     given: AtomicBool,
 }
 
-impl<T: Send> Handoff<T> {
+impl<T: Send + Unpin> Handoff<T> {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {

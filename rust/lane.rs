@@ -5,6 +5,7 @@
 //! start requests and vhost's callbacks; `poll_threads` adds lanes
 //! `vhost-poll/1` and on.
 
+use crate::compat::ARef;
 use crate::counters::LaneCounters;
 use crate::policy::{Jiffy, LanePolicy, Params, ThreadLoad, THREADS_MAX};
 use crate::waker::Waker;
@@ -12,9 +13,7 @@ use core::sync::atomic::{
     AtomicBool, AtomicU32, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
-use kernel::{
-    alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc, task::Task, types::ARef,
-};
+use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc, task::Task};
 
 /// The names of the lanes' threads, by index.
 pub(crate) const NAMES: [&CStr; THREADS_MAX] = [

@@ -12,12 +12,12 @@
 //! reference of an exiting owner is never torn down in the lane's thread,
 //! nor by a worker bound to the lane's CPU.
 
+use crate::compat::ARef;
 use crate::counters::LaneCounters;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
     kthread::{with_mm, MmScope},
     mm::MmWithUser,
-    types::ARef,
 };
 
 /// What a lane's loop does after a step.

@@ -16,9 +16,10 @@
 //! published here by the first lane): two threads on one CPU would each
 //! see the other as contention, and both hand everything back.
 
+use crate::compat;
 use crate::policy::{cpus_online, lane_cpu, Params};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
-use kernel::{cpu, kthread, prelude::*};
+use kernel::prelude::*;
 
 /// `poll_cpus` listed CPUs when the first lane last read it.
 static CPUS_GIVEN: AtomicBool = AtomicBool::new(false);
@@ -46,7 +47,9 @@ pub(crate) fn cpus_online_given() -> u32 {
 /// requests, not for every kick.
 pub(crate) fn max_workers(p: &Params) -> usize {
     let n = match p.max_workers {
-        0 => (0..cpu::nr_ids()).filter(|&c| cpu::online(c)).count(),
+        0 => (0..compat::nr_cpu_ids())
+            .filter(|&c| compat::cpu_online(c))
+            .count(),
         n => usize::try_from(n).unwrap_or(usize::MAX),
     };
     n.max(1)
@@ -90,14 +93,14 @@ impl Placement {
     pub(crate) fn follow(&mut self, index: usize) -> bool {
         let param = &crate::module_parameters::poll_cpus;
         let now = param.generation();
-        let moved = self.cpu.is_some_and(|c| c != cpu::current());
+        let moved = self.cpu.is_some_and(|c| c != compat::current_cpu());
         if self.seen == Some((now, true)) && !moved {
             return false;
         }
         let changed = self.seen.map(|(g, _)| g) != Some(now);
         // The list may change again after `now` was read: then its
         // generation changed too, and the next call places again.
-        let set = match param.cpus(&crate::THIS_MODULE) {
+        let set = match param.cpus(compat::this_module()) {
             Ok(set) => set,
             Err(e) => {
                 pr_warn!("poll_cpus: cannot read the list: {:?}\n", e);
@@ -107,15 +110,20 @@ impl Placement {
         };
         if index == 0 {
             CPUS_GIVEN.store(!set.is_empty(), Relaxed);
-            CPUS_ONLINE.store(cpus_online(set.iter(), |c| param.online(c)), Relaxed);
+            CPUS_ONLINE.store(
+                cpus_online(compat::listed(&set), |c| compat::listed_online(param, c)),
+                Relaxed,
+            );
         }
         if set.is_empty() && !self.placed {
             // Never placed: where the thread runs is the administrator's.
             self.seen = Some((now, true));
             return changed;
         }
-        let target = lane_cpu(index, set.iter(), |c| param.online(c));
-        match kthread::run_on(target) {
+        let target = lane_cpu(index, compat::listed(&set), |c| {
+            compat::listed_online(param, c)
+        });
+        match compat::run_on(target) {
             Ok(()) => {
                 self.seen = Some((now, true));
                 self.placed = !set.is_empty();

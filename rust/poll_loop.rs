@@ -25,6 +25,7 @@
 //! them out: it sleeps, passes, pauses and hands back as told.
 
 use crate::clock;
+use crate::compat::{self, ARef};
 use crate::handoff::Handoff;
 use crate::lane::{Lane, NAMES};
 use crate::mm_cursor::{drive, Step, Stepper};
@@ -40,8 +41,6 @@ use kernel::{
     prelude::*,
     sync::Arc,
     task::Task,
-    time::Ktime,
-    types::ARef,
     vhost_poller::{self, Quiescent},
 };
 
@@ -64,7 +63,7 @@ struct Pass {
     /// visits at most (the vqs the lane polled when the pass began).
     next: Option<usize>,
     left: u32,
-    /// Visits made, and when the first began (`Ktime` ns; 0 before it).
+    /// Visits made, and when the first began (`compat::now_ns`; 0 before it).
     visits: u32,
     started_ns: i64,
     /// Visits that queued a handler.
@@ -126,7 +125,7 @@ struct LaneLoop<'a> {
     sleep_next: bool,
     /// Where its thread runs (`poll_cpus`).
     placement: Placement,
-    /// When the last pass's pause ended (`Ktime` ns), or 0 after a sleep:
+    /// When the last pass's pause ended (`compat::now_ns`), or 0 after a sleep:
     /// the lane's time per pass is counted from there.
     since_pass_ns: i64,
     /// Its reports of RCU quiescent states while it spins.
@@ -212,11 +211,7 @@ impl LaneLoop<'_> {
         let timed = p.max_kick_cost_us != 0;
         // One read of the clock, before the pause, and only where a figure
         // needs it: a pass is a few microseconds.
-        let end_ns = if empty || timed {
-            Ktime::ktime_get().to_ns()
-        } else {
-            0
-        };
+        let end_ns = if empty || timed { compat::now_ns() } else { 0 };
         if empty {
             // Before the pause: the visits' cost, not the wait after them.
             let spent = end_ns - pass.started_ns;
@@ -282,9 +277,9 @@ impl LaneLoop<'_> {
             }
             Pause::Tick => clock::tick(),
             Pause::Yield => {
-                let t0 = Ktime::ktime_get();
+                let t0 = compat::now_ns();
                 clock::give_way(pass.found);
-                let spent = (Ktime::ktime_get() - t0).to_ns() / 1000;
+                let spent = (compat::now_ns() - t0) / 1000;
                 c.asides.fetch_add(1, Relaxed);
                 c.aside_us
                     .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
@@ -296,7 +291,7 @@ impl LaneLoop<'_> {
         // after a yield is not the lane's.
         self.since_pass_ns =
             if timed && !matches!(after.pause, Pause::Yield | Pause::Nap(_) | Pause::Tick) {
-                Ktime::ktime_get().to_ns()
+                compat::now_ns()
             } else {
                 0
             };
@@ -348,14 +343,14 @@ impl Stepper for LaneLoop<'_> {
                     // The visit that waited for its address space, when a
                     // wake-up ended its pass: it begins this one.
                     pass.left = self.lane.polled();
-                    pass.started_ns = Ktime::ktime_get().to_ns();
+                    pass.started_ns = compat::now_ns();
                     pos
                 }
                 (None, Some(_)) if pass.left == 0 => break,
                 (None, Some(pos)) => pos,
                 (None, None) => {
                     pass.left = self.lane.polled();
-                    pass.started_ns = Ktime::ktime_get().to_ns();
+                    pass.started_ns = compat::now_ns();
                     match polled.turn() {
                         Some(pos) => pos,
                         None => break,
@@ -432,7 +427,7 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
     let c = &lane.counters;
     let pid = current!().pid();
     c.pid.store(pid.into(), Relaxed);
-    c.since_ns.store(Ktime::ktime_get().to_ns(), Relaxed);
+    c.since_ns.store(compat::now_ns(), Relaxed);
     let mut lane_loop = LaneLoop {
         shared,
         ring,

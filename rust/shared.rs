@@ -17,6 +17,7 @@
 //! is `table`, then one ring's lock, then the guard's lock, then (tried
 //! only) the vq's mutex.
 
+use crate::compat::ARef;
 use crate::lane::Lane;
 use crate::policy::{Admit, Budget, Exit, Jiffy, LanePolicy, Params, Start};
 use crate::requests::{Asked, Requests};
@@ -33,7 +34,6 @@ use kernel::{
     prelude::*,
     sync::{Arc, Mutex},
     task::Task,
-    types::ARef,
 };
 
 /// Snapshots of the table [`Shared::for_each_vq`] takes before it gives up

@@ -4,33 +4,27 @@
 //! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (a row per
 //! lane). Plain text: a header line of column names, then rows.
 
+use crate::compat::{self, ShowText, StatsDir, StatsFile};
 use crate::shared::Shared;
-use core::sync::atomic::Ordering::Relaxed;
-use kernel::{
-    c_str,
-    debugfs::{Dir, File, ShowFile},
-    prelude::*,
-    seq_file::SeqFile,
-    seq_print,
-    sync::Arc,
-    time::Ktime,
-};
+use core::{fmt::Write, sync::atomic::Ordering::Relaxed};
+use kernel::{c_str, prelude::*, sync::Arc};
 
 struct Vqs(Arc<Shared>);
 
-impl ShowFile for Vqs {
-    fn show(&self, m: &SeqFile) -> Result {
-        seq_print!(
+impl ShowText for Vqs {
+    fn show(&self, m: &mut dyn Write) -> Result {
+        // Text into seq_file's buffer, which grows as needed: no error.
+        let _ = writeln!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool thread stalls retries spin_us crossed handed\n"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool thread stalls retries spin_us crossed handed"
         );
         self.0.for_each_vq(|vq, polled, window, cool, thread| {
             let c = &vq.counters;
             // 0 once vhost detached it (the table is behind by a step).
             let pid = vq.handle.access().map_or(0, |vq| vq.owner());
-            seq_print!(
+            let _ = writeln!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 pid,
                 vq.dev.load(Relaxed),
                 vq.index,
@@ -60,13 +54,13 @@ impl ShowFile for Vqs {
 /// The `worker` file (its name kept for users: a row per lane).
 struct Lanes(Arc<Shared>);
 
-impl ShowFile for Lanes {
-    fn show(&self, m: &SeqFile) -> Result {
-        seq_print!(
+impl ShowText for Lanes {
+    fn show(&self, m: &mut dyn Write) -> Result {
+        let _ = writeln!(
             m,
-            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread empty_visits empty_visit_ns served naps nap_us\n"
+            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread empty_visits empty_visit_ns served naps nap_us"
         );
-        let now = Ktime::ktime_get().to_ns();
+        let now = compat::now_ns();
         // A row per lane, in order.
         self.0.for_each_lane(|lane| {
             let c = &lane.counters;
@@ -79,9 +73,9 @@ impl ShowFile for Lanes {
             } else {
                 busy = busy.saturating_add(current);
             }
-            seq_print!(
+            let _ = writeln!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 c.pid.load(Relaxed),
                 c.passes.load(Relaxed),
                 busy,
@@ -105,24 +99,17 @@ impl ShowFile for Lanes {
 
 /// The debugfs directory and its files; removed on drop (files first).
 pub(crate) struct Stats {
-    _vqs: File<Vqs>,
-    _lanes: File<Lanes>,
-    _dir: Dir,
+    _vqs: StatsFile<Vqs>,
+    _lanes: StatsFile<Lanes>,
+    _dir: StatsDir,
 }
 
 impl Stats {
     pub(crate) fn new(shared: &Arc<Shared>) -> Result<Self> {
-        let dir = Dir::new(c_str!("vhost_poll"));
-        if !dir.exists() {
-            // debugfs off, or the name taken: the module works without.
-            pr_warn!("no counters: /sys/kernel/debug/vhost_poll was not created\n");
-        }
+        let dir = StatsDir::new(c_str!("vhost_poll"));
         Ok(Self {
-            _vqs: dir.show_file(c_str!("vqs"), Arc::new(Vqs(shared.clone()), GFP_KERNEL)?),
-            _lanes: dir.show_file(
-                c_str!("worker"),
-                Arc::new(Lanes(shared.clone()), GFP_KERNEL)?,
-            ),
+            _vqs: dir.file(c_str!("vqs"), Vqs(shared.clone()))?,
+            _lanes: dir.file(c_str!("worker"), Lanes(shared.clone()))?,
             _dir: dir,
         })
     }

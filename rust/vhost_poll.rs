@@ -34,6 +34,7 @@ mod lane;
 mod requests;
 
 mod clock;
+mod compat;
 mod counters;
 mod handoff;
 mod params;
@@ -43,10 +44,10 @@ mod waker;
 
 pub mod policy;
 
-module! {
+compat::module_with_authors! {
     type: VhostPoll,
     name: "vhost_poll",
-    author: "The vhost-poll developers",
+    authors: "The vhost-poll developers",
     description: "Per-virtqueue adaptive polling for vhost",
     license: "GPL",
     params: {
@@ -116,6 +117,7 @@ struct VhostPoll {
 
 impl kernel::Module for VhostPoll {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        compat::init();
         // The thread first: the shared state keeps its task, to wake it.
         let handoff = handoff::Handoff::new()?;
         let thread_handoff = handoff.clone();

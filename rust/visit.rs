@@ -4,6 +4,7 @@
 //! the ring, handed to the policy, and its decision carried out. Of a vq
 //! its own worker polls, the lane reads the count of its work only.
 
+use crate::compat::ARef;
 use crate::entry::Entry;
 use crate::policy::{Exit, Seen, Tally, Visited};
 use core::sync::atomic::Ordering::Relaxed;
@@ -12,7 +13,6 @@ use kernel::{
     mm::MmWithUser,
     prelude::*,
     task::Task,
-    types::ARef,
     vhost_poller::{Polled, Work},
 };
 

@@ -5,11 +5,12 @@
 //! lane takes the flag before it serves and sleeps only while it is
 //! clear.
 
+use crate::compat::ARef;
 use core::sync::atomic::{
     AtomicBool,
     Ordering::{Acquire, Release},
 };
-use kernel::{task::Task, types::ARef};
+use kernel::task::Task;
 
 pub(crate) struct Waker {
     /// A kick reached the rate, or a request waits: the lane has work.

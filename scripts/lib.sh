@@ -19,11 +19,12 @@ use_line() {
 	6.12)
 		KVER=6.12.117 KDEB=linux-source-6.12 KDEB_VERSION=6.12.117-1~deb12u1
 		# LLVM=1: clang is Debian 12's default, clang-14.
-		KSUITE= KLLVM=14 KLLVM_ARG=1 ;;
+		KSUITE= KLLVM=14 KLLVM_ARG=1 KBINDGEN_VERSION=0.69.5 ;;
 	7.3)
 		# 7.x wants LLVM 15 or later: Debian 12's llvm-19.
 		KVER=7.3.4 KDEB=linux-source-7.3 KDEB_VERSION=7.3.4-1~bpo13+1
-		KSUITE=trixie-backports KLLVM=19 KLLVM_ARG=-19 ;;
+		# And bindgen 0.71.1 or later.
+		KSUITE=trixie-backports KLLVM=19 KLLVM_ARG=-19 KBINDGEN_VERSION=0.71.1 ;;
 	*) die "unknown kernel line '$1' (expected one of: $KLINES)" ;;
 	esac
 	KLINE=$1
@@ -33,6 +34,10 @@ use_line() {
 	# Each line's clang, lld and llvm tools, and bindgen on the same
 	# clang's libclang (bindgen takes the newest installed otherwise).
 	export LIBCLANG_PATH=/usr/lib/llvm-$KLLVM/lib
+	# Each line's bindgen-cli from crates.io (6.12's where it always was).
+	BINDGEN=$TOOLS/bindgen-$KBINDGEN_VERSION/bin/bindgen
+	[ "$KLINE" != 6.12 ] || BINDGEN=$TOOLS/bin/bindgen
+	BINDGEN_VERSION=$KBINDGEN_VERSION
 }
 
 # A kernel's name is its kind, with "-7.3" for the 7.3 line: uml,
@@ -43,8 +48,6 @@ kernel_kind() { echo "${1%-7.3}"; }
 use_kernel() { use_line "$(kernel_line "$1")"; }
 
 TOOLS=$CACHE/tools
-BINDGEN=$TOOLS/bin/bindgen
-BINDGEN_VERSION=0.69.5
 
 # Debian's rustc-web (1.96, with rust-src) must win over rustup's rustc,
 # which has no rust-src and cannot build the kernel's core crate.
@@ -68,21 +71,45 @@ env_kernel() {
 	uml|uml-tt) echo uml ;;
 	qemu) echo x86_64 ;;
 	qemu-kcsan) echo x86_64-kcsan ;;
+	qemu-builtin) echo x86_64-builtin ;;
 	uml-7.3) echo uml-7.3 ;;
 	qemu-7.3) echo x86_64-7.3 ;;
-	x86_64|x86_64-kcsan|x86_64-7.3) echo "$1" ;;
+	x86_64|x86_64-kcsan|x86_64-builtin|x86_64-7.3) echo "$1" ;;
 	*) return 1 ;;
 	esac
 }
 
 check_kernel_name() {
 	case $1 in
-	uml|x86_64|x86_64-kcsan|uml-7.3|x86_64-7.3) ;;
-	*) die "unknown kernel '$1' (expected uml, x86_64, x86_64-kcsan, uml-7.3 or x86_64-7.3)" ;;
+	uml|x86_64|x86_64-kcsan|x86_64-builtin|uml-7.3|x86_64-7.3) ;;
+	*) die "unknown kernel '$1' (expected uml, x86_64, x86_64-kcsan, x86_64-builtin, uml-7.3 or x86_64-7.3)" ;;
 	esac
 }
 
 kernel_arch() { [ "$(kernel_kind "$1")" = uml ] && echo um || echo x86_64; }
+
+# The whole series (scripts/series) checked out: a worktree of the
+# line's tree at branch vhost-poll-series, for what must build the
+# module in the tree (x86_64-builtin, the ksft step).
+series_tree() { echo "$CACHE/series-tree-$KVER"; }
+sync_series_tree() {
+	local wt
+	wt=$(series_tree)
+	"$TOP/scripts/series" "$KLINE" >&2 || die "make series failed"
+	if [ ! -d "$wt" ]; then
+		msg "checking out branch vhost-poll-series in $wt (once, about 1 min)"
+		git -C "$KSRC" worktree prune
+		git -C "$KSRC" worktree add -q --detach "$wt" vhost-poll-series
+	fi
+	git -C "$wt" checkout -q -f --detach vhost-poll-series
+}
+
+# The source tree kernel $1 is built from: the series' for the built-in
+# module, else the tree with the kernel-side patches.
+kernel_src() {
+	use_kernel "$1"
+	case $(kernel_kind "$1") in *-builtin) series_tree ;; *) echo "$KSRC" ;; esac
+}
 kernel_builddir() { echo "$CACHE/build/$1"; }
 
 # The kernel's modules, installed as a distribution would (modules_install,
@@ -127,6 +154,7 @@ kernel_fragments() {
 	uml) echo "$TOP/configs/common.config $TOP/configs/uml.config $TOP/configs/debug.config" ;;
 	x86_64) echo "$KSRC/kernel/configs/kvm_guest.config $TOP/configs/common.config $TOP/configs/x86_64.config" ;;
 	x86_64-kcsan) echo "$(kernel_fragments x86_64) $TOP/configs/kcsan.config" ;;
+	x86_64-builtin) echo "$(kernel_fragments x86_64) $TOP/configs/builtin.config" ;;
 	esac
 }
 
@@ -139,6 +167,11 @@ kernel_key() {
 	use_kernel "$1"
 	{
 		echo "kernel $1 $KVER $(series_hash) $(kernel_baseconfig "$1")"
+		# The module and its selftests too, for a kernel built from
+		# the whole series (tools/ is not built).
+		case $(kernel_kind "$1") in *-builtin)
+			git -C "$(series_tree)" ls-tree HEAD | grep -v "	tools\$" ;;
+		esac
 		for f in $(kernel_fragments "$1"); do
 			case $f in "$KSRC"/*) echo "== ${f#"$KSRC"/}" ;; *) echo "== ${f#"$TOP"/}"; cat "$f" ;; esac
 		done
@@ -151,7 +184,7 @@ kmake() {
 	local k=$1
 	shift
 	use_kernel "$k"
-	make -C "$KSRC" O="$(kernel_builddir "$k")" ARCH="$(kernel_arch "$k")" \
+	make -C "$(kernel_src "$k")" O="$(kernel_builddir "$k")" ARCH="$(kernel_arch "$k")" \
 		LLVM="$KLLVM_ARG" BINDGEN="$BINDGEN" "$@"
 }
 

@@ -2,8 +2,10 @@
 /*
  * vhost_poll module parameters: values given at load time, reading and
  * writing them at run time through sysfs, rejection of bad values (the
- * old value kept), the CPU list poll_cpus, and unloading and reloading
- * the module.
+ * old value kept), the CPU list poll_cpus, CPU hotplug beside parameter
+ * writes, and unloading and reloading the module. With vhost_poll built
+ * into the kernel, the tests of writing run on it (each from the
+ * defaults, put back after it) and those of loading skip.
  */
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
@@ -26,6 +28,29 @@ static const char *const bad_values[] = {
 		EXPECT_STREQ(want, _buf);				\
 	} while (0)
 
+/* Each parameter's default, as the module declares it. */
+static const char *const defaults[][2] = {
+	{ "poll_start_rate", "0" }, { "poll_stop_idle", "2" },
+	{ "poll_stop_idle_max", "16" }, { "poll_min_gain", "16" },
+	{ "poll_threads", "1" }, { "poll_max_kick_cost", "0" },
+	{ "poll_max_nap", "0" }, { "poll_max_workers", "0" },
+	{ "poll_stall_us", "5000" }, { "poll_cpus", "\n" },
+};
+
+/* Built in: the defaults written back, as a load would give them. */
+static int builtin_reset(void)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(defaults); i++) {
+		ret = vp_param_write(defaults[i][0], defaults[i][1], strlen(defaults[i][1]));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 FIXTURE(loaded) {
 };
 
@@ -35,6 +60,10 @@ FIXTURE_SETUP(loaded)
 
 	if (why)
 		SKIP(return, "%s", why);
+	if (vp_builtin()) {
+		ASSERT_EQ(0, builtin_reset());
+		return;
+	}
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
 	/* With the module's own defaults. */
@@ -43,8 +72,13 @@ FIXTURE_SETUP(loaded)
 
 FIXTURE_TEARDOWN(loaded)
 {
-	if (vp_loaded())
-		EXPECT_EQ(0, vp_unload());
+	int ret = 0;
+
+	if (vp_builtin())
+		ret = builtin_reset();
+	else if (vp_loaded())
+		ret = vp_unload();
+	EXPECT_EQ(0, ret);
 }
 
 TEST_F(loaded, defaults)
@@ -59,6 +93,21 @@ TEST_F(loaded, defaults)
 	EXPECT_PARAM("poll_max_workers", "0\n");
 	EXPECT_PARAM("poll_stall_us", "5000\n");
 	EXPECT_PARAM("poll_cpus", "\n");
+}
+
+TEST_F(loaded, defaults_table_is_complete)
+{
+	/* builtin_reset() must know every parameter the tests write. */
+	size_t i, j;
+
+	for (i = 0; i < ARRAY_SIZE(params); i++) {
+		for (j = 0; j < ARRAY_SIZE(defaults); j++)
+			if (!strcmp(params[i], defaults[j][0]))
+				break;
+		EXPECT_LT(j, ARRAY_SIZE(defaults)) {
+			TH_LOG("no default for %s", params[i]);
+		}
+	}
 }
 
 TEST_F(loaded, permissions_0644)
@@ -212,6 +261,113 @@ TEST_F(loaded, cpus_offline_cpu_refused)
 	EXPECT_PARAM("poll_cpus", "1\n");
 }
 
+#define WQ_SCOPE "/sys/module/workqueue/parameters/default_affinity_scope"
+
+/* Writes @val to the file at @path: 0, or -errno. */
+static int write_file(const char *path, const char *val)
+{
+	int fd, ret = 0;
+
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * One of the three loops of cpus_hotplug_beside_param_writes: 0 when each
+ * step did what it may, else the number of the loop's step that did not.
+ */
+static int hotplug_loop(int role)
+{
+	/* Every scope but "default", which it refuses to default to. */
+	static const char *const scopes[] = { "cpu", "smt", "cache", "numa", "system" };
+	static const char *const lists[] = { "1", "0", "0-1", "\n" };
+	int i, ret;
+
+	for (i = 0; i < 40; i++) {
+		switch (role) {
+		case 0:
+			/* CPU 1 out and back: the hotplug callbacks run. */
+			if (vp_cpu_set_online(1, false) || vp_cpu_set_online(1, true))
+				return i + 1;
+			break;
+		case 1:
+			/* A setter that takes cpus_read_lock() under param_lock. */
+			if (write_file(WQ_SCOPE, scopes[i % ARRAY_SIZE(scopes)]))
+				return i + 1;
+			break;
+		default:
+			/* Refused only for naming CPU 1 while it is away. */
+			ret = vp_param_write("poll_cpus", lists[i % ARRAY_SIZE(lists)],
+					     strlen(lists[i % ARRAY_SIZE(lists)]));
+			if (ret && ret != -EINVAL)
+				return i + 1;
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
+ * CPU hotplug beside parameter writes. The poll_cpus hotplug callbacks run
+ * with cpu_hotplug_lock held; a built-in parameter's setter may take
+ * cpus_read_lock() with the parameter lock held (workqueue's
+ * default_affinity_scope). Built in, vhost_poll's parameters take that same
+ * lock (param_lock), and as a module one of the same lockdep class: a
+ * callback that took it would deadlock against such a write. CPU 1 goes
+ * offline and online 40 times while the workqueue parameter and poll_cpus
+ * are written 40 times each: all three finish within 120 s, and the
+ * runner fails the test on any splat (lockdep's in qemu-builtin).
+ */
+TEST_F(loaded, cpus_hotplug_beside_param_writes)
+{
+	char scope[32];
+	pid_t pids[3];
+	int i, status, left = 3, waited = 0;
+
+	if (vp_ncpus() < 2 || access("/sys/devices/system/cpu/cpu1/online", W_OK))
+		SKIP(return, "no CPU 1 that can go offline (CONFIG_HOTPLUG_CPU)");
+	if (access(WQ_SCOPE, W_OK) || vp_read_line(WQ_SCOPE, scope, sizeof(scope)))
+		SKIP(return, "no %s to write", WQ_SCOPE);
+	for (i = 0; i < 3; i++) {
+		pids[i] = fork();
+		ASSERT_LE(0, pids[i]);
+		if (!pids[i])
+			_exit(hotplug_loop(i));
+	}
+	while (left && waited < 120 * 10) {
+		for (i = 0; i < 3; i++) {
+			if (!pids[i] || waitpid(pids[i], &status, WNOHANG) != pids[i])
+				continue;
+			EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status)) {
+				TH_LOG("loop %d failed at step %d", i,
+				       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+			}
+			pids[i] = 0;
+			left--;
+		}
+		if (left) {
+			vp_sleep_ms(100);
+			waited++;
+		}
+	}
+	EXPECT_EQ(0, left) {
+		TH_LOG("%d loops still run after 120 s: hotplug and a write wait on each other",
+		       left);
+	}
+	for (i = 0; i < 3; i++)
+		if (pids[i]) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], &status, 0);
+		}
+	EXPECT_EQ(0, write_file(WQ_SCOPE, scope));
+	vp_cpu_set_online(1, true);
+}
+
 TEST(load_with_values)
 {
 	const char *args =
@@ -220,6 +376,8 @@ TEST(load_with_values)
 
 	if (why)
 		SKIP(return, "%s", why);
+	if (vp_builtin())
+		SKIP(return, "vhost_poll is built in: nothing to load");
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
 	ASSERT_EQ(0, vp_load(args));
@@ -254,6 +412,8 @@ TEST(load_bad_value_fails)
 
 	if (why)
 		SKIP(return, "%s", why);
+	if (vp_builtin())
+		SKIP(return, "vhost_poll is built in: nothing to load");
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
 	for (i = 0; i < ARRAY_SIZE(bad_args); i++) {
@@ -283,6 +443,8 @@ TEST(unload_and_reload)
 
 	if (why)
 		SKIP(return, "%s", why);
+	if (vp_builtin())
+		SKIP(return, "vhost_poll is built in: nothing to load");
 	if (vp_loaded())
 		ASSERT_EQ(0, vp_unload());
 	ASSERT_EQ(0, vp_load("poll_start_rate=5"));

@@ -91,10 +91,22 @@ static inline const char *vp_ko(void)
 			"this program, or install it for this kernel"
 
 /* Why this test cannot run here, or NULL when it can. */
+/*
+ * Whether vhost_poll is built into the running kernel: its parameters are
+ * in sysfs, and there is no module to load or unload (no initstate).
+ */
+static inline bool vp_builtin(void)
+{
+	return access("/sys/module/" VP_MODULE "/parameters", F_OK) == 0 &&
+	       access("/sys/module/" VP_MODULE "/initstate", F_OK) != 0;
+}
+
 static inline const char *vp_cannot_run(void)
 {
 	if (geteuid() != 0)
 		return "needs root to load modules";
+	if (vp_builtin())
+		return NULL;
 	if (!vp_ko())
 		return VP_KO_MISSING;
 	if (access(vp_ko(), R_OK))
@@ -883,6 +895,9 @@ static inline const char *vp_cannot_run_here(unsigned int needs)
 
 	if (geteuid() != 0)
 		return "needs root to load modules";
+	/* Built in: only a program that loads nothing else runs. */
+	if (vp_builtin())
+		return needs ? "vhost_poll is built in; this program loads modules" : NULL;
 	if (!ko)
 		return VP_KO_MISSING;
 	if (access(ko, R_OK)) {
