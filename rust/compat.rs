@@ -262,8 +262,9 @@ mod imp {
         }
     }
 
-    /// A debugfs directory: nothing without debugfs.
-    pub(crate) struct StatsDir(Dir);
+    /// A debugfs directory: nothing without debugfs. Its files are this
+    /// module's: an open one keeps the module loaded until it is closed.
+    pub(crate) struct StatsDir(Dir<crate::LocalModule>);
 
     /// A read-only debugfs file of the text `T` shows; removed on drop.
     pub(crate) struct StatsFile<T: ShowText>(#[allow(dead_code)] Pin<KBox<File<Text<T>>>>);
