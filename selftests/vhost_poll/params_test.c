@@ -5,6 +5,7 @@
  * old value kept), the CPU list poll_cpus, and unloading and reloading
  * the module.
  */
+#include <sys/stat.h>
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
 
@@ -302,5 +303,6 @@ TEST(unload_and_reload)
 
 int main(int argc, char **argv)
 {
-	return vp_harness_main(argc, argv, 0);
+	vp_skip_if_cannot_run(argc, argv, 0);
+	return test_harness_run(argc, argv);
 }

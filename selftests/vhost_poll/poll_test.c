@@ -24,6 +24,10 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <linux/if_tun.h>
 #include "vhost_poll.h"
 #include "vring.h"
 #include "kselftest_harness.h"
@@ -6464,5 +6468,6 @@ TEST_F(cpus, offline_cpu_stacks_no_two_threads)
 
 int main(int argc, char **argv)
 {
-	return vp_harness_main(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_DEVICE);
+	vp_skip_if_cannot_run(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_DEVICE);
+	return test_harness_run(argc, argv);
 }
