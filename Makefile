@@ -66,3 +66,4 @@ lint:
 clean:
 	rm -rf build
 	@$(MAKE) -s -C selftests/vhost_poll clean 2>/dev/null || true
+	@$(MAKE) -s -C bench clean 2>/dev/null || true

@@ -29,9 +29,9 @@ import host_counts  # noqa: E402
 from host_counts import tap_packets, worker_counters  # noqa: E402,F401
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DRIVER = os.path.join(TOP, "selftests", "vhost_poll", "vhost_bench")
-NAP_COST = os.path.join(TOP, "selftests", "vhost_poll", "nap_cost")
-COST_PROBE = os.path.join(TOP, "selftests", "vhost_poll", "cost_probe")
+DRIVER = os.path.join(TOP, "bench", "vhost_bench")
+NAP_COST = os.path.join(TOP, "bench", "nap_cost")
+COST_PROBE = os.path.join(TOP, "bench", "cost_probe")
 SCHEDSTATS = "/proc/sys/kernel/sched_schedstats"
 # The naps the nap probe times (ns): what a hybrid poller would sleep
 # through a gap of a few to a few tens of microseconds.

@@ -4,8 +4,8 @@ cell of make bench, the cost model checked against the TCG figures of the
 same run, and its prediction for KVM on a current x86 host.
 
 Imported by scripts/bench.py; no kernel, no guest: pure arithmetic over
-the drivers' "counts" (selftests/vhost_poll/vhost_bench.c) and the
-cost_probe lines (selftests/vhost_poll/cost_probe.c).
+the drivers' "counts" (bench/vhost_bench.c) and the
+cost_probe lines (bench/cost_probe.c).
 
 The count vector, per request (per buffer for stream):
   E      kicks (eventfd writes by the driver; a VM exit each in a guest)

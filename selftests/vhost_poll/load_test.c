@@ -4,6 +4,7 @@
  * rust_minimal.ko sample (in tree) load and unload with no extra build
  * flags, and modinfo describes every parameter.
  */
+#include <fcntl.h>
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
 
@@ -101,5 +102,6 @@ TEST(modinfo_describes_parameters)
 
 int main(int argc, char **argv)
 {
-	return vp_harness_main(argc, argv, 0);
+	vp_skip_if_cannot_run(argc, argv, 0);
+	return test_harness_run(argc, argv);
 }

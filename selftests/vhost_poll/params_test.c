@@ -7,6 +7,7 @@
  * into the kernel, the tests of writing run on it (each from the
  * defaults, put back after it) and those of loading skip.
  */
+#include <sys/stat.h>
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
 
@@ -464,5 +465,6 @@ TEST(unload_and_reload)
 
 int main(int argc, char **argv)
 {
-	return vp_harness_main(argc, argv, 0);
+	vp_skip_if_cannot_run(argc, argv, 0);
+	return test_harness_run(argc, argv);
 }

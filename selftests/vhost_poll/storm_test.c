@@ -20,10 +20,14 @@
  * VHOST_POLL_STORM scales the rounds: 20 by default (the short form of
  * make check), 1000 for the long run.
  */
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -1693,7 +1697,8 @@ TEST_F_TIMEOUT(storm, many_devices_memory, MEM_TIMEOUT)
 
 int main(int argc, char **argv)
 {
-	return vp_harness_main(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
+	vp_skip_if_cannot_run(argc, argv, VP_NEEDS_DEBUGFS | VP_NEEDS_VHOST_TEST);
+	return test_harness_run(argc, argv);
 }
 
 /* The random storm's drivers, and the operations each tries on its device. */

@@ -1,35 +1,29 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
- * Helpers shared by the vhost_poll selftests: load and unload the module
- * under test, read and write its parameters, and watch the kernel log.
+ * The helpers every vhost_poll selftest shares: load and unload the
+ * module under test, read and write its parameters, read its counters
+ * and the tasks it runs, and watch the kernel log.
  */
-#ifndef VHOST_POLL_SELFTEST_H
-#define VHOST_POLL_SELFTEST_H
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/magic.h>
-#include "kselftest_harness.h"
+#include "kselftest.h"
+#include "vhost_poll.h"
 
 /* From include/uapi/linux/module.h, for C libraries older than 5.17's. */
 #ifndef MODULE_INIT_COMPRESSED_FILE
 #define MODULE_INIT_COMPRESSED_FILE	4
 #endif
-
-#define VP_MODULE	"vhost_poll"
-#define VP_PARAMS	"/sys/module/vhost_poll/parameters/"
 
 /*
  * Find module @name (without .ko) the way a CI lays the tests out: the
@@ -38,8 +32,8 @@
  * carries it; else the file modinfo(8) finds for the running kernel.
  * NULL if none; else @env's value, or @buf.
  */
-static inline const char *vp_find_ko(const char *env, const char *name,
-				     char *buf, size_t len)
+static const char *vp_find_ko(const char *env, const char *name,
+			      char *buf, size_t len)
 {
 	const char *path = getenv(env);
 	char cmd[64], *slash;
@@ -74,7 +68,7 @@ static inline const char *vp_find_ko(const char *env, const char *name,
  * The module under test, from vp_find_ko(). Looked up once, before the
  * harness forks the tests, which then inherit the answer.
  */
-static inline const char *vp_ko(void)
+const char *vp_ko(void)
 {
 	static char buf[PATH_MAX];
 	static const char *ko;
@@ -87,21 +81,14 @@ static inline const char *vp_ko(void)
 	return ko;
 }
 
-#define VP_KO_MISSING	"no vhost_poll.ko: set VHOST_POLL_KO, put it next to " \
-			"this program, or install it for this kernel"
-
-/* Why this test cannot run here, or NULL when it can. */
-/*
- * Whether vhost_poll is built into the running kernel: its parameters are
- * in sysfs, and there is no module to load or unload (no initstate).
- */
-static inline bool vp_builtin(void)
+bool vp_builtin(void)
 {
 	return access("/sys/module/" VP_MODULE "/parameters", F_OK) == 0 &&
 	       access("/sys/module/" VP_MODULE "/initstate", F_OK) != 0;
 }
 
-static inline const char *vp_cannot_run(void)
+/* Why this test cannot run here, or NULL when it can. */
+const char *vp_cannot_run(void)
 {
 	if (geteuid() != 0)
 		return "needs root to load modules";
@@ -114,13 +101,13 @@ static inline const char *vp_cannot_run(void)
 	return NULL;
 }
 
-static inline bool vp_loaded(void)
+bool vp_loaded(void)
 {
 	return access("/sys/module/" VP_MODULE, F_OK) == 0;
 }
 
 /* Whether @path ends with @suffix. */
-static inline bool vp_ends_with(const char *path, const char *suffix)
+static bool vp_ends_with(const char *path, const char *suffix)
 {
 	size_t n = strlen(path), m = strlen(suffix);
 
@@ -131,14 +118,14 @@ static inline bool vp_ends_with(const char *path, const char *suffix)
  * Whether module file @path is compressed, as modules_install leaves it
  * with CONFIG_MODULE_COMPRESS_*: the kernel then has to be told so.
  */
-static inline bool vp_ko_compressed(const char *path)
+bool vp_ko_compressed(const char *path)
 {
 	return vp_ends_with(path, ".ko.gz") || vp_ends_with(path, ".ko.xz") ||
 	       vp_ends_with(path, ".ko.zst");
 }
 
 /* Load module file @path with @args; 0 or -errno. */
-static inline int vp_load_file(const char *path, const char *args)
+int vp_load_file(const char *path, const char *args)
 {
 	int fd, ret, flags;
 
@@ -153,11 +140,8 @@ static inline int vp_load_file(const char *path, const char *args)
 	return ret;
 }
 
-static inline int vp_jiffy_hz(void);
-static inline int vp_read_line(const char *path, char *buf, size_t len);
-
 /* The online CPUs, as a cpulist ("0-1"), into @buf; 0 or -errno. */
-static inline int vp_cpus_online(char *buf, size_t len)
+static int vp_cpus_online(char *buf, size_t len)
 {
 	return vp_read_line("/sys/devices/system/cpu/online", buf, len);
 }
@@ -173,7 +157,7 @@ static inline int vp_cpus_online(char *buf, size_t len)
  * kept off it for a tick at times, and the module's default (5 ms) would
  * hand its rings back then. The tests of the bound set their own.
  */
-static inline int vp_load(const char *args)
+int vp_load(const char *args)
 {
 	char buf[512], cpus[64];
 	int n, ret;
@@ -192,18 +176,18 @@ static inline int vp_load(const char *args)
 }
 
 /* Unload module @name; 0 or -errno. */
-static inline int vp_unload_name(const char *name)
+int vp_unload_name(const char *name)
 {
 	return syscall(SYS_delete_module, name, O_NONBLOCK) ? -errno : 0;
 }
 
-static inline int vp_unload(void)
+int vp_unload(void)
 {
 	return vp_unload_name(VP_MODULE);
 }
 
 /* Read parameter @name into @buf, newline included; 0 or -errno. */
-static inline int vp_param_read(const char *name, char *buf, size_t len)
+int vp_param_read(const char *name, char *buf, size_t len)
 {
 	char path[256];
 	ssize_t n;
@@ -224,7 +208,7 @@ static inline int vp_param_read(const char *name, char *buf, size_t len)
 }
 
 /* Write @len bytes of @val to parameter @name in one write(); 0 or -errno. */
-static inline int vp_param_write(const char *name, const char *val, size_t len)
+int vp_param_write(const char *name, const char *val, size_t len)
 {
 	char path[256];
 	ssize_t n;
@@ -248,7 +232,7 @@ static inline int vp_param_write(const char *name, const char *val, size_t len)
  * their own workers (poll_cpus empty); else by the vhost-poll thread,
  * every online CPU given to it. 0 or -errno.
  */
-static inline int vp_poll_in_worker(bool in_worker)
+int vp_poll_in_worker(bool in_worker)
 {
 	char cpus[64];
 	int ret;
@@ -260,7 +244,7 @@ static inline int vp_poll_in_worker(bool in_worker)
 }
 
 /* Open /dev/kmsg positioned after the records already logged. */
-static inline int vp_kmsg_open(void)
+int vp_kmsg_open(void)
 {
 	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 
@@ -270,7 +254,7 @@ static inline int vp_kmsg_open(void)
 }
 
 /* Whether a record logged since vp_kmsg_open() contains every @needle. */
-static inline bool vp_kmsg_has(int fd, const char *needle1, const char *needle2)
+bool vp_kmsg_has(int fd, const char *needle1, const char *needle2)
 {
 	char rec[2048];
 	ssize_t n;
@@ -288,42 +272,8 @@ static inline bool vp_kmsg_has(int fd, const char *needle1, const char *needle2)
 	}
 }
 
-#define VP_DEBUGFS	"/sys/kernel/debug/vhost_poll/"
-
-/* One row of /sys/kernel/debug/vhost_poll/vqs. */
-struct vp_vq_row {
-	int pid;
-	unsigned int dev, vq;
-	bool poll;
-	unsigned long long kicks, poll_work, notify_work, empty_polls;
-	unsigned long long enters, exits;
-	/* The idle window in jiffies (poll_stop_idle_max); 0 if not shown. */
-	unsigned long long window;
-	/* Starts refused, visits that queued the handler or found it held,
-	 * and the cool-down after a hand-back for want of gain (jiffies).
-	 */
-	unsigned long long refused, queued, held, cool;
-	/* The polling thread that polls it, or did last (0: the first). */
-	unsigned int thread;
-	/* Hand-backs by vhost's watchdog (no visit in its bound). */
-	unsigned long long stalls;
-	/* Visits that queued a handler run for a ring they could not read. */
-	unsigned long long retries;
-	/* Its share of its own worker's polling, in microseconds. */
-	unsigned long long spin_us;
-	/*
-	 * Handler runs a polling thread queued to a worker on another CPU
-	 * (a wake-up that crossed CPUs), and to a worker on its own CPU,
-	 * which it gave the CPU to.
-	 */
-	unsigned long long crossed, handed;
-};
-
-/* A row of the vqs file: the ten first columns are in every version. */
-#define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu %llu %llu %llu"
-
 /* CPUs online now (1 if it cannot tell). */
-static inline int vp_ncpus(void)
+int vp_ncpus(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -331,7 +281,7 @@ static inline int vp_ncpus(void)
 }
 
 /* The first line of @path, without its newline, into @buf: 0, or -errno. */
-static inline int vp_read_line(const char *path, char *buf, size_t len)
+int vp_read_line(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "re");
 	int ret = 0;
@@ -349,7 +299,7 @@ static inline int vp_read_line(const char *path, char *buf, size_t len)
 /* The CPUs task @pid may run on, as the kernel lists them ("0-1"): 0, or
  * -errno.
  */
-static inline int vp_task_cpus(int pid, char *buf, size_t len)
+int vp_task_cpus(int pid, char *buf, size_t len)
 {
 	static const char key[] = "Cpus_allowed_list:";
 	char path[64], line[256];
@@ -377,7 +327,7 @@ static inline int vp_task_cpus(int pid, char *buf, size_t len)
 /* The CPU task @pid runs on, or last ran on (field 39 of its stat), or
  * -errno.
  */
-static inline int vp_task_cpu(int pid)
+int vp_task_cpu(int pid)
 {
 	char path[64], line[1024], *p;
 	int field, cpu = -1;
@@ -400,7 +350,7 @@ static inline int vp_task_cpu(int pid)
 /* Takes CPU @cpu offline, or brings it back: 0, or -errno (-ENOENT where
  * it cannot go offline).
  */
-static inline int vp_cpu_set_online(int cpu, bool online)
+int vp_cpu_set_online(int cpu, bool online)
 {
 	char path[64];
 	int fd, ret = 0;
@@ -416,7 +366,7 @@ static inline int vp_cpu_set_online(int cpu, bool online)
 }
 
 /* Read the rows of the vqs file; returns how many, or -errno. */
-static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
+int vp_vq_rows(struct vp_vq_row *rows, int max)
 {
 	/* 18 columns, 13 of them 64-bit counters: under 400 bytes a row. */
 	char line[512], mode[16];
@@ -449,7 +399,7 @@ static inline int vp_vq_rows(struct vp_vq_row *rows, int max)
 /* The rows of process @pid (and of vq index @vq, unless -1), summed;
  * returns how many rows, or -errno.
  */
-static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
+int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 {
 	struct vp_vq_row rows[256];
 	int n = vp_vq_rows(rows, 256), i, found = 0;
@@ -483,29 +433,10 @@ static inline int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 	return n < 0 ? n : found;
 }
 
-/* A row of /sys/kernel/debug/vhost_poll/worker: one polling thread. */
-struct vp_worker {
-	int pid;
-	unsigned long long passes, busy_ns, idle_ns, mm_switches;
-	unsigned int polled_vqs;
-	/* Its number, 0 for the first thread; 0 if not shown. */
-	unsigned int thread;
-	/* Visits in passes that found no work, and their time (ns). */
-	unsigned long long empty_visits, empty_visit_ns;
-	/* Times it stepped aside for others waiting for its CPU, and the
-	 * starts it refused (the first thread's).
-	 */
-	unsigned long long asides, refused;
-	/* Entries the first thread looked at to serve start requests. */
-	unsigned long long served;
-	/* Naps between passes with the rings quiet, and their length (us). */
-	unsigned long long naps, nap_us;
-};
-
 /* Read the rows of the worker file (a polling thread each); returns how
  * many, or -errno.
  */
-static inline int vp_workers(struct vp_worker *w, int max)
+int vp_workers(struct vp_worker *w, int max)
 {
 	unsigned long long aside_us;
 	char line[512];
@@ -534,7 +465,7 @@ static inline int vp_workers(struct vp_worker *w, int max)
 }
 
 /* The first thread's row (vhost-poll's): 0, or -errno. */
-static inline int vp_worker(struct vp_worker *w)
+int vp_worker(struct vp_worker *w)
 {
 	int n = vp_workers(w, 1);
 
@@ -542,7 +473,7 @@ static inline int vp_worker(struct vp_worker *w)
 }
 
 /* The scheduler state letter of task @pid (R, S, D, ...), or 0. */
-static inline char vp_task_state(int pid)
+char vp_task_state(int pid)
 {
 	char path[64], buf[512], *p;
 	FILE *f;
@@ -563,7 +494,7 @@ static inline char vp_task_state(int pid)
  * The tasks under @dir (/proc, or a /proc/PID/task) named @comm: returns
  * how many, and stores the first one's id in *@first unless it is NULL.
  */
-static inline int vp_scan_comm(const char *dir, const char *comm, int *first)
+int vp_scan_comm(const char *dir, const char *comm, int *first)
 {
 	char path[300], buf[64];
 	struct dirent *de;
@@ -593,13 +524,13 @@ static inline int vp_scan_comm(const char *dir, const char *comm, int *first)
 }
 
 /* How many tasks are named @comm. */
-static inline int vp_count_threads(const char *comm)
+int vp_count_threads(const char *comm)
 {
 	return vp_scan_comm("/proc", comm, NULL);
 }
 
 /* CONFIG_HZ from the first "CONFIG_HZ=" line of stream @f (closed); 0 if none. */
-static inline int vp_hz_from(FILE *f, bool piped)
+static int vp_hz_from(FILE *f, bool piped)
 {
 	char line[256];
 	int hz = 0;
@@ -617,7 +548,7 @@ static inline int vp_hz_from(FILE *f, bool piped)
 }
 
 /* The kernel's jiffies, from /proc/timer_list; 0 if it does not show them. */
-static inline unsigned long long vp_jiffies(void)
+static unsigned long long vp_jiffies(void)
 {
 	FILE *f = fopen("/proc/timer_list", "re");
 	unsigned long long j = 0;
@@ -639,7 +570,7 @@ static inline unsigned long long vp_jiffies(void)
  * nearest HZ Kconfig offers. A CI kernel is often HZ=1000, ours 100 or
  * 250: every bound in jiffies depends on it.
  */
-static inline int vp_hz(void)
+static int vp_hz(void)
 {
 	static const int offered[] = { 100, 250, 300, 1000 };
 	static int cached;
@@ -683,7 +614,7 @@ static inline int vp_hz(void)
  * a small board), else 1. Bounds in kernel time (jiffies, counters) are
  * not stretched.
  */
-static inline unsigned int vp_slow(void)
+unsigned int vp_slow(void)
 {
 	const char *s = getenv("KSFT_MACHINE_SLOW");
 
@@ -691,7 +622,7 @@ static inline unsigned int vp_slow(void)
 }
 
 /* CLOCK_MONOTONIC, in milliseconds. */
-static inline unsigned long long vp_now_ms(void)
+unsigned long long vp_now_ms(void)
 {
 	struct timespec ts;
 
@@ -700,7 +631,7 @@ static inline unsigned long long vp_now_ms(void)
 }
 
 /* CLOCK_MONOTONIC, in microseconds. */
-static inline unsigned long long vp_now_us(void)
+unsigned long long vp_now_us(void)
 {
 	struct timespec ts;
 
@@ -708,7 +639,7 @@ static inline unsigned long long vp_now_us(void)
 	return ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
 }
 
-static inline void vp_sleep_ms(unsigned int ms)
+void vp_sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
 
@@ -716,7 +647,7 @@ static inline void vp_sleep_ms(unsigned int ms)
 		;
 }
 
-static inline void vp_sleep_us(unsigned int us)
+void vp_sleep_us(unsigned int us)
 {
 	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000L };
 
@@ -725,7 +656,7 @@ static inline void vp_sleep_us(unsigned int us)
 }
 
 /* Write a decimal value to a parameter; 0 or -errno. */
-static inline int vp_param_set(const char *name, unsigned long v)
+int vp_param_set(const char *name, unsigned long v)
 {
 	char buf[32];
 	int n = snprintf(buf, sizeof(buf), "%lu\n", v);
@@ -737,7 +668,7 @@ static inline int vp_param_set(const char *name, unsigned long v)
  * vhost_test.ko, built from the kernel tree (drivers/vhost/test.c, which
  * tools/virtio builds): from vp_find_ko(), like vp_ko().
  */
-static inline const char *vp_test_ko(void)
+static const char *vp_test_ko(void)
 {
 	static char buf[PATH_MAX];
 	static const char *ko;
@@ -751,7 +682,7 @@ static inline const char *vp_test_ko(void)
 }
 
 /* Make sure vhost_test is loaded; 0 or -errno. */
-static inline int vp_load_vhost_test(void)
+static int vp_load_vhost_test(void)
 {
 	int ret;
 
@@ -763,23 +694,8 @@ static inline int vp_load_vhost_test(void)
 	return ret == -EEXIST ? 0 : ret;
 }
 
-/*
- * Parameters that keep poll mode as most tests assume it: the idle window
- * fixed at poll_stop_idle (poll_stop_idle_max), a streaming vq kept
- * polled however few kicks that saves (poll_min_gain), and a thread that
- * spins between passes however quiet its rings (poll_max_nap). The
- * window's moves, the hand-back for want of gain and the nap have tests
- * of their own.
- */
-#define VP_STEADY " poll_stop_idle_max=2 poll_min_gain=0 poll_max_nap=0"
-
-/* What a test program needs besides vhost_poll.ko, for vp_cannot_run_here(). */
-#define VP_NEEDS_DEBUGFS	0x1	/* the counters under VP_DEBUGFS */
-#define VP_NEEDS_VHOST_TEST	0x2	/* /dev/vhost-test */
-#define VP_NEEDS_DEVICE		0x4	/* /dev/vhost-test, or vhost-net and tun */
-
 /* Whether /proc/kallsyms names @sym: 1, 0, or -errno if it cannot be read. */
-static inline int vp_kallsyms_has(const char *sym)
+static int vp_kallsyms_has(const char *sym)
 {
 	char line[512], name[256];
 	FILE *f = fopen("/proc/kallsyms", "re");
@@ -802,7 +718,7 @@ static inline int vp_kallsyms_has(const char *sym)
  * appear with their modules. Quietly: a driver that is built in, or not
  * there at all, is the tests' to find out about. Returns how many failed.
  */
-static inline int vp_load_vhost_drivers(void)
+static int vp_load_vhost_drivers(void)
 {
 	static const char *const mods[] = { "vhost", "vhost_net", "vhost_vsock" };
 	char cmd[128], dir[64];
@@ -825,7 +741,7 @@ static inline int vp_load_vhost_drivers(void)
  * module). Without /proc/kallsyms (CONFIG_KALLSYMS=n) this cannot tell,
  * and says yes: the test load in vp_cannot_run_here() tells then.
  */
-static inline bool vp_hooks_present(void)
+static bool vp_hooks_present(void)
 {
 	vp_load_vhost_drivers();
 	return vp_kallsyms_has("vhost_poller_register") != 0;
@@ -835,7 +751,7 @@ static inline bool vp_hooks_present(void)
  * Why the counters under VP_DEBUGFS cannot be read, or NULL; vhost_poll
  * loaded. debugfs is mounted if it is not: a CI's rootfs may not have.
  */
-static inline const char *vp_debugfs_missing(void)
+static const char *vp_debugfs_missing(void)
 {
 	struct statfs sfs;
 
@@ -852,7 +768,7 @@ static inline const char *vp_debugfs_missing(void)
  * test load: NULL if the error is not of that kind, and the tests should
  * run and fail on it. @kmsg is /dev/kmsg opened before that load, or -1.
  */
-static inline const char *vp_refused_why(int err, int kmsg)
+static const char *vp_refused_why(int err, int kmsg)
 {
 	switch (err) {
 	case ENOENT:
@@ -876,10 +792,6 @@ static inline const char *vp_refused_why(int err, int kmsg)
 	}
 }
 
-#define VP_TEST_KO_MISSING	"no vhost_test.ko (tools/virtio builds it): set " \
-				"VHOST_POLL_TEST_KO, put it next to this program, " \
-				"or install it for this kernel"
-
 /*
  * Why this test program cannot run on this machine, or NULL when it can:
  * what a CI should report as a skip of the whole program rather than as a
@@ -887,7 +799,7 @@ static inline const char *vp_refused_why(int err, int kmsg)
  * find out, and unloads it; with VP_NEEDS_VHOST_TEST (or VP_NEEDS_DEVICE,
  * if it can), leaves vhost_test loaded.
  */
-static inline const char *vp_cannot_run_here(unsigned int needs)
+static const char *vp_cannot_run_here(unsigned int needs)
 {
 	static char why[PATH_MAX + 128];
 	const char *ko = vp_ko(), *refused, *missing = NULL;
@@ -949,7 +861,7 @@ static inline const char *vp_cannot_run_here(unsigned int needs)
  * Whether the harness is asked only to list its tests or show its usage
  * (-l, -h): that needs no module, and works as any user, anywhere.
  */
-static inline bool vp_harness_lists(int argc, char **argv)
+static bool vp_harness_lists(int argc, char **argv)
 {
 	int i;
 
@@ -964,7 +876,7 @@ static inline bool vp_harness_lists(int argc, char **argv)
  * on its command line): its clock moves only while the CPU idles or a
  * task delays, so work takes no time by it.
  */
-static inline bool vp_simulated_time(void)
+bool vp_simulated_time(void)
 {
 	char line[4096] = "";
 	FILE *f = fopen("/proc/cmdline", "re");
@@ -978,7 +890,7 @@ static inline bool vp_simulated_time(void)
 }
 
 /* HZ of the kernel under test; 100, the longest jiffy Kconfig offers, if unknown. */
-static inline int vp_jiffy_hz(void)
+int vp_jiffy_hz(void)
 {
 	int h = vp_hz();
 
@@ -986,13 +898,13 @@ static inline int vp_jiffy_hz(void)
 }
 
 /* @j jiffies in milliseconds, rounded up. */
-static inline unsigned int vp_jiffies_ms(unsigned int j)
+unsigned int vp_jiffies_ms(unsigned int j)
 {
 	return (j * 1000 + vp_jiffy_hz() - 1) / vp_jiffy_hz();
 }
 
 /* Wait up to @ms for process @pid to have @want polled vqs. */
-static inline bool vp_wait_polled(int pid, int want, unsigned int ms)
+bool vp_wait_polled(int pid, int want, unsigned int ms)
 {
 	struct vp_vq_row sum;
 	int polled;
@@ -1006,7 +918,7 @@ static inline bool vp_wait_polled(int pid, int want, unsigned int ms)
 }
 
 /* Nanoseconds task @pid has run, from /proc/PID/sched; -1 if unknown. */
-static inline __s64 vp_task_runtime_ns(int pid)
+__s64 vp_task_runtime_ns(int pid)
 {
 	char path[64], line[256];
 	long long ms, frac;
@@ -1027,7 +939,7 @@ static inline __s64 vp_task_runtime_ns(int pid)
 }
 
 /* Whether every polling thread polls nothing and sleeps. */
-static inline bool vp_workers_asleep(void)
+bool vp_workers_asleep(void)
 {
 	struct vp_worker w[16];
 	int n = vp_workers(w, 16), i;
@@ -1039,7 +951,7 @@ static inline bool vp_workers_asleep(void)
 }
 
 /* Wait up to @ms until every polling thread polls nothing and sleeps. */
-static inline bool vp_worker_settles(unsigned int ms)
+bool vp_worker_settles(unsigned int ms)
 {
 	for (; ms; ms--) {
 		if (vp_workers_asleep())
@@ -1053,7 +965,7 @@ static inline bool vp_worker_settles(unsigned int ms)
  * Load a fresh vhost_poll, and vhost-test if @vhost_test (only the tests
  * that drive it load it); a reason to skip, or NULL.
  */
-static inline const char *vp_setup_modules(bool vhost_test)
+const char *vp_setup_modules(bool vhost_test)
 {
 	const char *why = vp_cannot_run();
 
@@ -1069,12 +981,13 @@ static inline const char *vp_setup_modules(bool vhost_test)
 }
 
 /*
- * TEST_HARNESS_MAIN, after a look at the machine: when vhost_poll cannot
- * run here at all (@needs: VP_NEEDS_*), the whole program is one skip
- * (exit status KSFT_SKIP) that a CI reports as such, not a pass made of
- * skipped tests.
+ * Before TEST_HARNESS_MAIN's work, a look at the machine: when vhost_poll
+ * cannot run here at all (@needs: VP_NEEDS_*), the whole program is one
+ * skip (exit status KSFT_SKIP) that a CI reports as such, not a pass made
+ * of skipped tests. Returns when it can run, and when the harness is only
+ * asked to list its tests or show its usage.
  */
-static inline int vp_harness_main(int argc, char **argv, unsigned int needs)
+void vp_skip_if_cannot_run(int argc, char **argv, unsigned int needs)
 {
 	const char *why = NULL;
 
@@ -1084,7 +997,4 @@ static inline int vp_harness_main(int argc, char **argv, unsigned int needs)
 		ksft_print_header();
 		ksft_exit_skip("%s\n", why);
 	}
-	return test_harness_run(argc, argv);
 }
-
-#endif /* VHOST_POLL_SELFTEST_H */

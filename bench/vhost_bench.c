@@ -15,10 +15,15 @@
  * Phases end on SIGALRM, so that the stream loop reads no clock; rr reads
  * the clock once a round trip, since the round trip is what it measures.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <sys/time.h>
+#include <time.h>
 #include "vhost_poll.h"
 #include "vring.h"
 

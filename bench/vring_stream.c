@@ -5,7 +5,10 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "vring.h"
 
 /* This device's rows of vhost_poll's counters, and the worker's. */

@@ -1,22 +1,10 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
- * A user-space virtio driver for vhost-test and vhost-net: one split ring
- * in this process's memory, identity-mapped into vhost with one memory
- * region, kicked and waited for through eventfds. For vhost-net the ring
- * is the transmit queue, backed by a tap device: each buffer is a
- * virtio-net header and an Ethernet frame.
- *
- * Every buffer carries a sequence number; a bitmap records which were
- * used, so that a buffer used twice, or never, is caught.
+ * A user-space virtio driver for vhost-test and vhost-net: see vring.h.
  */
-#ifndef VHOST_POLL_VRING_H
-#define VHOST_POLL_VRING_H
-
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdbool.h>
-#include <linux/types.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -24,85 +12,25 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <linux/if.h>
 #include <linux/if_tun.h>
-#include <linux/vhost.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_net.h>
-#include <linux/virtio_ring.h>
-
-/* From drivers/vhost/test.h. */
-#define VHOST_TEST_RUN _IOW(VHOST_VIRTIO, 0x31, int)
-
-#define VR_BUF_SIZE	128
-/* vhost-net: a legacy virtio-net header, then a minimal Ethernet frame. */
-#define VR_NET_HDR	10
-#define VR_NET_FRAME	60
-#define VR_ALIGN	4096
-
-/*
- * The device and queue driven: vhost-test's, vhost-net's transmit queue,
- * or vhost-net's receive queue (the guest posts empty buffers; frames the
- * host sends out of the tap fill them), with or without mergeable
- * receive buffers (VIRTIO_NET_F_MRG_RXBUF: a 12-byte header).
- */
-enum vring_dev { VRING_TEST, VRING_NET, VRING_NET_RX, VRING_NET_RX_MRG };
+#include "vring.h"
 
 /* Whether @dev is one of vhost-net's queues. */
-static inline bool vring_is_net(enum vring_dev dev)
+bool vring_is_net(enum vring_dev dev)
 {
 	return dev != VRING_TEST;
 }
 
 /* Whether @dev is a receive queue: its buffers are written by the device. */
-static inline bool vring_is_rx(enum vring_dev dev)
+static bool vring_is_rx(enum vring_dev dev)
 {
 	return dev == VRING_NET_RX || dev == VRING_NET_RX_MRG;
 }
 
-struct vring_drv {
-	int fd, kick, call, tap;
-	enum vring_dev dev;
-	/* The queue driven: 0 for vhost-test and net's receive queue, the
-	 * transmit queue (1) for net.
-	 */
-	unsigned int index;
-	/* The tap's name, for a vhost-net device. */
-	char ifname[IFNAMSIZ];
-	/* Called for each used buffer (receive: the frame it holds). */
-	void (*on_used)(struct vring_drv *d, const char *buf, __u32 len);
-	unsigned int num;
-	bool event_idx;
-	struct vring vr;
-	void *arena;
-	size_t arena_len;
-	char *bufs;
-	__u16 avail_idx, last_used;
-	/* Free descriptors, as a stack. */
-	__u16 *free;
-	unsigned int nfree;
-	/* Sequence number of the buffer in each descriptor; 0 when free. */
-	__u64 *seq_of;
-	/* Which sequence numbers were used (bit per buffer). */
-	__u8 *used_map;
-	__u64 map_bits;
-	__u64 posted, used, kicks, calls;
-	/* Errors seen: unknown or free id used, a buffer used twice. */
-	__u64 bad_id, dup;
-};
-
-static inline void vr_wmb(void)
-{
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-}
-
-static inline void vr_mb(void)
-{
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-}
-
 /* Map the arena into vhost's memory table at its own address. */
-static inline int vring_set_mem(struct vring_drv *d, void *base, size_t len)
+int vring_set_mem(struct vring_drv *d, void *base, size_t len)
 {
 	struct {
 		struct vhost_memory m;
@@ -118,13 +46,13 @@ static inline int vring_set_mem(struct vring_drv *d, void *base, size_t len)
 }
 
 /* Bytes one ring of @num entries takes, rounded up to whole pages. */
-static inline size_t vring_ring_len(unsigned int num)
+size_t vring_ring_len(unsigned int num)
 {
 	return (vring_size(num, VR_ALIGN) + VR_ALIGN - 1) & ~(size_t)(VR_ALIGN - 1);
 }
 
 /* Lay the ring out at @p (zeroed) and give vhost its addresses, from base 0. */
-static inline int vring_place(struct vring_drv *d, void *p)
+int vring_place(struct vring_drv *d, void *p)
 {
 	struct vhost_vring_state s = { .index = d->index, .num = d->num };
 	struct vhost_vring_addr a = { .index = d->index };
@@ -145,7 +73,7 @@ static inline int vring_place(struct vring_drv *d, void *p)
 }
 
 /* Start (@on) or stop the device's backend. */
-static inline int vring_run(struct vring_drv *d, int on)
+int vring_run(struct vring_drv *d, int on)
 {
 	struct vhost_vring_file b = { .index = d->index, .fd = on ? d->tap : -1 };
 
@@ -158,7 +86,7 @@ static inline int vring_run(struct vring_drv *d, int on)
  * A tap device, up, with virtio-net headers of @hdr_len bytes; its fd or
  * -errno, its name in @name (IFNAMSIZ bytes).
  */
-static inline int vring_tap(int hdr_len, char *name)
+int vring_tap(int hdr_len, char *name)
 {
 	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
 	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC), s;
@@ -189,7 +117,7 @@ err:
  * out in the arena, give vhost the kick and call eventfds, and start the
  * backend. 0 or -errno.
  */
-static inline int vring_start(struct vring_drv *d)
+int vring_start(struct vring_drv *d)
 {
 	struct vhost_vring_file f = { .index = d->index };
 	int ret = vring_place(d, d->arena);
@@ -209,17 +137,12 @@ static inline int vring_start(struct vring_drv *d)
  * The features a driver of @dev acks: vhost-net's legacy header (10
  * bytes), or 12 with mergeable buffers; version 1 for vhost-test.
  */
-static inline __u64 vring_features(enum vring_dev dev, bool event_idx)
+__u64 vring_features(enum vring_dev dev, bool event_idx)
 {
 	return (dev == VRING_TEST ? 1ULL << VIRTIO_F_VERSION_1 : 0) |
 	       (dev == VRING_NET_RX_MRG ? 1ULL << VIRTIO_NET_F_MRG_RXBUF : 0) |
 	       (event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
 }
-
-#ifndef VHOST_SET_FORK_FROM_OWNER
-/* 6.12.45 and later; not in older C libraries' headers. */
-#define VHOST_SET_FORK_FROM_OWNER	_IOW(VHOST_VIRTIO, 0x84, __u8)
-#endif
 
 /*
  * Open vhost-test or vhost-net (@dev) with a ring of @num entries;
@@ -228,8 +151,8 @@ static inline __u64 vring_features(enum vring_dev dev, bool event_idx)
  * thread of this process if 1, as vhost's default has it if -1. 0 or
  * -errno (-ENOTTY: the kernel has no such choice).
  */
-static inline int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsigned int num,
-				   bool event_idx, __u64 max_bufs, int fork_owner)
+int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsigned int num,
+		     bool event_idx, __u64 max_bufs, int fork_owner)
 {
 	__u64 features = vring_features(dev, event_idx);
 	size_t ring_len = vring_ring_len(num);
@@ -288,19 +211,19 @@ static inline int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsi
 }
 
 /* vring_open_owner(), the worker as vhost's default has it. */
-static inline int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
-				 unsigned int num, bool event_idx, __u64 max_bufs)
+int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
+		   unsigned int num, bool event_idx, __u64 max_bufs)
 {
 	return vring_open_owner(d, dev, num, event_idx, max_bufs, -1);
 }
 
-static inline int vring_open(struct vring_drv *d, unsigned int num,
-			     bool event_idx, __u64 max_bufs)
+int vring_open(struct vring_drv *d, unsigned int num,
+	       bool event_idx, __u64 max_bufs)
 {
 	return vring_open_dev(d, VRING_TEST, num, event_idx, max_bufs);
 }
 
-static inline void vring_close(struct vring_drv *d)
+void vring_close(struct vring_drv *d)
 {
 	if (d->fd > 0)
 		close(d->fd);
@@ -318,7 +241,7 @@ static inline void vring_close(struct vring_drv *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static inline void vring_kick(struct vring_drv *d)
+void vring_kick(struct vring_drv *d)
 {
 	__u64 one = 1;
 
@@ -330,8 +253,8 @@ static inline void vring_kick(struct vring_drv *d)
  * Fill descriptor @head with one buffer (@addr, @len bytes, @flags) and put
  * it in the avail ring; vring_publish() then makes it available.
  */
-static inline void vring_avail_add(struct vring_drv *d, __u16 head, __u64 addr,
-				   __u32 len, __u16 flags)
+void vring_avail_add(struct vring_drv *d, __u16 head, __u64 addr,
+		     __u32 len, __u16 flags)
 {
 	d->vr.desc[head].addr = addr;
 	d->vr.desc[head].len = len;
@@ -342,14 +265,14 @@ static inline void vring_avail_add(struct vring_drv *d, __u16 head, __u64 addr,
 }
 
 /* Store the avail index, after the entries vring_avail_add() wrote. */
-static inline void vring_publish(struct vring_drv *d)
+void vring_publish(struct vring_drv *d)
 {
 	vr_wmb();
 	__atomic_store_n(&d->vr.avail->idx, d->avail_idx, __ATOMIC_RELEASE);
 }
 
 /* Post up to @n buffers; kick if the device asks for it. Returns how many. */
-static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
+unsigned int vring_post(struct vring_drv *d, unsigned int n)
 {
 	__u16 old = d->avail_idx;
 	unsigned int i;
@@ -399,7 +322,7 @@ static inline unsigned int vring_post(struct vring_drv *d, unsigned int n)
  * Whether the device asks to be kicked for the next buffer: notifications
  * are on (VRING_USED_F_NO_NOTIFY clear, or avail_event caught up).
  */
-static inline bool vring_wants_kick(struct vring_drv *d)
+bool vring_wants_kick(struct vring_drv *d)
 {
 	vr_mb();
 	if (d->event_idx)
@@ -413,7 +336,7 @@ static inline bool vring_wants_kick(struct vring_drv *d)
  * asked (a driver may always notify): @n kicks in a row, the load that
  * makes the rate in any time model, simulated time included.
  */
-static inline unsigned int vring_post_kicked(struct vring_drv *d, unsigned int n)
+unsigned int vring_post_kicked(struct vring_drv *d, unsigned int n)
 {
 	unsigned int i;
 
@@ -429,7 +352,7 @@ static inline unsigned int vring_post_kicked(struct vring_drv *d, unsigned int n
 }
 
 /* Take the used buffers; returns how many. */
-static inline unsigned int vring_reap(struct vring_drv *d)
+unsigned int vring_reap(struct vring_drv *d)
 {
 	unsigned int n = 0;
 
@@ -466,7 +389,7 @@ static inline unsigned int vring_reap(struct vring_drv *d)
 }
 
 /* Wait up to @ms for a call (0 if one came, -ETIMEDOUT if not). */
-static inline int vring_wait(struct vring_drv *d, int ms)
+int vring_wait(struct vring_drv *d, int ms)
 {
 	struct pollfd p = { .fd = d->call, .events = POLLIN };
 	__u64 v;
@@ -479,7 +402,7 @@ static inline int vring_wait(struct vring_drv *d, int ms)
 }
 
 /* Wait until every posted buffer is used; 0 or -ETIMEDOUT after @ms quiet. */
-static inline int vring_drain(struct vring_drv *d, int ms)
+int vring_drain(struct vring_drv *d, int ms)
 {
 	while (d->used < d->posted) {
 		if (vring_reap(d))
@@ -494,8 +417,8 @@ static inline int vring_drain(struct vring_drv *d, int ms)
  * Stream @total more buffers, @batch at a time, as fast as the device
  * takes them. 0, or -ETIMEDOUT if the device took nothing for @ms.
  */
-static inline int vring_stream(struct vring_drv *d, __u64 total,
-			       unsigned int batch, int ms)
+int vring_stream(struct vring_drv *d, __u64 total,
+		 unsigned int batch, int ms)
 {
 	__u64 end = d->posted + total;
 
@@ -513,7 +436,7 @@ static inline int vring_stream(struct vring_drv *d, __u64 total,
 }
 
 /* Whether every buffer posted so far was used exactly once. */
-static inline bool vring_all_used_once(struct vring_drv *d)
+bool vring_all_used_once(struct vring_drv *d)
 {
 	__u64 s;
 
@@ -524,5 +447,3 @@ static inline bool vring_all_used_once(struct vring_drv *d)
 			return false;
 	return true;
 }
-
-#endif /* VHOST_POLL_VRING_H */
