@@ -111,12 +111,8 @@ impl Entry {
     /// notifications off. Returns whether it did.
     pub(crate) fn start(&mut self, lane: &Arc<Lane>, now: Jiffy, p: &Params) -> bool {
         // Detached meanwhile, or no worker: leave it alone.
-        if !self
-            .vq
-            .handle
-            .access()
-            .is_some_and(|vq| vq.start(polled_by(p)).is_ok())
-        {
+        let started = matches!(self.vq.handle.access(), Some(vq) if vq.start(polled_by(p)).is_ok());
+        if !started {
             return false;
         }
         self.in_worker = p.in_worker;

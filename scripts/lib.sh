@@ -58,7 +58,7 @@ APT_PACKAGES="rustc-web rust-web-src libstd-rust-web-dev
 	rust-web-clippy rustfmt-web libclang-dev clang lld llvm flex bison
 	libelf-dev dwarves cpio busybox-static qemu-system-x86 bc libssl-dev
 	build-essential kmod python3 python3-ply python3-git python3-matplotlib rsync
-	iperf3 clang-19 lld-19 llvm-19 libclang-19-dev"
+	iperf3 clang-19 lld-19 llvm-19 libclang-19-dev python3-venv udev"
 
 msg() { printf '%s: %s\n' "${PROG:-vhost-poll}" "$*" >&2; }
 die() { msg "error: $*"; exit 1; }
@@ -152,7 +152,7 @@ kernel_fragments() {
 	use_kernel "$1"
 	case $(kernel_kind "$1") in
 	uml) echo "$TOP/configs/common.config $TOP/configs/uml.config $TOP/configs/debug.config" ;;
-	x86_64) echo "$KSRC/kernel/configs/kvm_guest.config $TOP/configs/common.config $TOP/configs/x86_64.config" ;;
+	x86_64) echo "$KSRC/kernel/configs/kvm_guest.config $TOP/configs/common.config $TOP/configs/x86_64.config $TOP/configs/vng.config" ;;
 	x86_64-kcsan) echo "$(kernel_fragments x86_64) $TOP/configs/kcsan.config" ;;
 	x86_64-builtin) echo "$(kernel_fragments x86_64) $TOP/configs/builtin.config" ;;
 	esac
@@ -205,3 +205,31 @@ build_vhost_test() {
 
 # Print elapsed time as 1m05s.
 fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+# virtme-ng (vng), the way kernel developers boot a kernel they built,
+# from PyPI into a venv of the cache, at this version.
+VNG_VERSION=1.42
+VNG=$TOOLS/vng/bin/vng
+vng_setup() {
+	"$VNG" --version >/dev/null 2>&1 && return 0
+	msg "installing virtme-ng $VNG_VERSION from PyPI into $TOOLS/vng"
+	python3 -m venv "$TOOLS/vng" || die "python3 -m venv failed (Debian's python3-venv)"
+	"$TOOLS/vng/bin/pip" install -q "virtme-ng==$VNG_VERSION" ||
+		die "pip install virtme-ng==$VNG_VERSION failed"
+}
+
+# Boot kernel build directory $1 with vng (TCG unless the CPU has vmx or
+# svm; 2 CPUs, 1 GiB), run shell command $3 in it as root, within $2
+# seconds; the directories after $3 writable in the guest. vng shows the
+# host's root read-only and a fresh tmpfs on /tmp. Its console on stdout.
+vng_run() {
+	local kb=$1 secs=$2 cmd=$3 d accel=(--disable-kvm) rw=()
+	shift 3
+	vng_setup
+	grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && accel=()
+	for d in "$@"; do rw+=(--rwdir "$d"); done
+	# vng wants a terminal for its console: script(1) gives it one.
+	PATH=$TOOLS/vng/bin:$PATH timeout "$secs" script -qec "$(printf '%q ' "$VNG" --run "$kb" "${accel[@]}" \
+		--cpus 2 --memory 1G "${rw[@]}" --exec "$cmd")" /dev/null </dev/null | tr -d '\r'
+	return "${PIPESTATUS[0]}"
+}

@@ -103,7 +103,7 @@ impl CoolDown {
 
     /// Whether the virtqueue may enter poll mode at `now`.
     pub(super) fn allows(&self, now: Jiffy) -> bool {
-        self.wait.until().map_or(true, |u| !u.is_after(now))
+        !matches!(self.wait.until(), Some(u) if u.is_after(now))
     }
 
     /// The current wait in jiffies (0: never handed back).

@@ -7,7 +7,11 @@
  * into the kernel, the tests of writing run on it (each from the
  * defaults, put back after it) and those of loading skip.
  */
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "vhost_poll.h"
 #include "kselftest_harness.h"
 
