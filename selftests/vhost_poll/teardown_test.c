@@ -111,13 +111,16 @@ static void *stream_thread(void *arg)
 }
 
 /* One process of test e: 4 devices, a thread each. Exit status 0 if all
- * buffers were used once and every device was polled.
+ * buffers were used once and every device was polled. A device whose
+ * burst of kicks was spread over jiffies by the other seven streams'
+ * threads on two TCG vCPUs may not reach the rate in its first stream:
+ * the streams run a second time for it.
  */
 static int many_devices_child(void)
 {
 	struct dev_thread dt[DEVS_PER_PROC];
 	struct vp_vq_row rows[256];
-	int i, n, polled_devs = 0;
+	int i, n, round, polled_devs = 0;
 
 	for (i = 0; i < DEVS_PER_PROC; i++)
 		/*
@@ -128,17 +131,20 @@ static int many_devices_child(void)
 		 */
 		if (vring_open_dev(&dt[i].d, td_dev, RING, false, 1 << 16))
 			return 10;
-	for (i = 0; i < DEVS_PER_PROC; i++)
-		pthread_create(&dt[i].t, NULL, stream_thread, &dt[i]);
-	for (i = 0; i < DEVS_PER_PROC; i++)
-		pthread_join(dt[i].t, NULL);
-	for (i = 0; i < DEVS_PER_PROC; i++)
-		if (dt[i].ret)
-			return 11;
-	n = vp_vq_rows(rows, 256);
-	for (i = 0; i < n; i++)
-		if (rows[i].pid == getpid() && rows[i].enters)
-			polled_devs++;
+	for (round = 0; round < 2 && polled_devs != DEVS_PER_PROC; round++) {
+		for (i = 0; i < DEVS_PER_PROC; i++)
+			pthread_create(&dt[i].t, NULL, stream_thread, &dt[i]);
+		for (i = 0; i < DEVS_PER_PROC; i++)
+			pthread_join(dt[i].t, NULL);
+		for (i = 0; i < DEVS_PER_PROC; i++)
+			if (dt[i].ret)
+				return 11;
+		n = vp_vq_rows(rows, 256);
+		polled_devs = 0;
+		for (i = 0; i < n; i++)
+			if (rows[i].pid == getpid() && rows[i].enters)
+				polled_devs++;
+	}
 	for (i = 0; i < DEVS_PER_PROC; i++)
 		vring_close(&dt[i].d);
 	return polled_devs == DEVS_PER_PROC ? 0 : 12;
