@@ -88,6 +88,22 @@ check_kernel_name() {
 
 kernel_arch() { [ "$(kernel_kind "$1")" = uml ] && echo um || echo x86_64; }
 
+# git in the line's tree in the cache.
+git_k() { git -C "$KSRC" -c user.name=vhost-poll -c user.email=vhost-poll@localhost "$@"; }
+
+# Commit tree $2 on parent $3 with the author, date and message of patch
+# $1 (scratch space in $4); print the commit.
+patch_commit() {
+	local info
+	info=$(git mailinfo "$4/msg" "$4/diff" <"$1")
+	GIT_AUTHOR_NAME=$(sed -n 's/^Author: //p' <<<"$info") \
+	GIT_AUTHOR_EMAIL=$(sed -n 's/^Email: //p' <<<"$info") \
+	GIT_AUTHOR_DATE=$(sed -n 's/^Date: //p' <<<"$info") \
+	GIT_COMMITTER_DATE=$(sed -n 's/^Date: //p' <<<"$info") \
+		git_k commit-tree "$2" -p "$3" \
+		-m "$(sed -n 's/^Subject: //p' <<<"$info")" -F "$4/msg"
+}
+
 # The whole series (scripts/series) checked out: a worktree of the
 # line's tree at branch vhost-poll-series, for what must build the
 # module in the tree (x86_64-builtin, the ksft step).
