@@ -227,8 +227,11 @@ fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 VNG_VERSION=1.42
 VNG=$TOOLS/vng/bin/vng
 vng_setup() {
-	"$VNG" --version >/dev/null 2>&1 && return 0
+	# The version, not just a working vng: a cache kept from another
+	# version is replaced.
+	[ "$("$VNG" --version 2>/dev/null)" = "virtme-ng $VNG_VERSION" ] && return 0
 	msg "installing virtme-ng $VNG_VERSION from PyPI into $TOOLS/vng"
+	rm -rf "$TOOLS/vng"
 	python3 -m venv "$TOOLS/vng" || die "python3 -m venv failed (Debian's python3-venv)"
 	"$TOOLS/vng/bin/pip" install -q "virtme-ng==$VNG_VERSION" ||
 		die "pip install virtme-ng==$VNG_VERSION failed"
@@ -236,16 +239,24 @@ vng_setup() {
 
 # Boot kernel build directory $1 with vng (TCG unless the CPU has vmx or
 # svm; 2 CPUs, 1 GiB), run shell command $3 in it as root, within $2
-# seconds; the directories after $3 writable in the guest. vng shows the
-# host's root read-only and a fresh tmpfs on /tmp. Its console on stdout.
+# seconds; the directories after $3 writable in the guest, the first of
+# them given. vng shows the host's root read-only and a fresh tmpfs on
+# /tmp. Its console on stdout.
 vng_run() {
-	local kb=$1 secs=$2 cmd=$3 d accel=(--disable-kvm) rw=()
+	local kb=$1 secs=$2 cmd=$3 d accel=(--disable-kvm) rw=() sh
 	shift 3
+	[ $# -gt 0 ] || die "vng_run: no writable directory given"
 	vng_setup
 	grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && accel=()
 	for d in "$@"; do rw+=(--rwdir "$d"); done
+	# The command goes to the guest as a file, and the kernel command
+	# line carries only "sh FILE": vng hands --exec to the guest's
+	# /bin/sh through the command line, where redirections and long
+	# paths have not always come through whole.
+	sh=$1/vng-run.sh
+	printf '%s\n' "$cmd" >"$sh"
 	# vng wants a terminal for its console: script(1) gives it one.
 	PATH=$TOOLS/vng/bin:$PATH timeout "$secs" script -qec "$(printf '%q ' "$VNG" --run "$kb" "${accel[@]}" \
-		--cpus 2 --memory 1G "${rw[@]}" --exec "$cmd")" /dev/null </dev/null | tr -d '\r'
+		--cpus 2 --memory 1G "${rw[@]}" --exec "sh $(printf %q "$sh")")" /dev/null </dev/null | tr -d '\r'
 	return "${PIPESTATUS[0]}"
 }
