@@ -600,6 +600,51 @@ static const char *const leave_name[LEAVE_N] = {
 };
 
 /*
+ * The driver negotiates its features again while its vq is polled
+ * (vhost-test's, or vhost-net's transmit queue): EVENT_IDX off and back
+ * on, or on and back off, as a guest driver's reset does. Each
+ * SET_FEATURES hands the vq back first; back in notification mode, the
+ * ring must ask for the next kick in the way the features in force say
+ * (used->flags without EVENT_IDX, avail_event with it), as it does when
+ * nothing polled it: a driver that kicks only when asked is otherwise
+ * never heard again. (The undrained ring of a stress run: its last
+ * operation was a SET_FEATURES.)
+ */
+TEST_F(poll, event_idx_flip_while_polled_keeps_kicks)
+{
+	const bool ev = variant->event_idx;
+	struct vp_vq_row sum;
+	unsigned int round, ms;
+	int polled;
+
+	for (round = 0; round < 5; round++) {
+		ASSERT_EQ(0, poll_for_long(&self->d));
+		ASSERT_EQ(0, vring_set_event_idx(&self->d, !ev));
+		ASSERT_EQ(0, vring_set_event_idx(&self->d, ev));
+		/* Handed back; then time for the hand-back's handler run. */
+		for (ms = 0; ms < STALL_MS; ms++) {
+			ASSERT_LE(0, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
+			if (!polled)
+				break;
+			vp_sleep_ms(1);
+		}
+		ASSERT_EQ(0, polled);
+		vp_sleep_ms(50);
+		EXPECT_TRUE(vring_wants_kick(&self->d)) {
+			TH_LOG("round %u: EVENT_IDX %s, then %s: the ring asks for no kick",
+			       round, ev ? "off" : "on", ev ? "on" : "off");
+		}
+		/* Kicked only if the ring asks, as a guest's driver does. */
+		ASSERT_EQ(8, vring_post(&self->d, 8));
+		ASSERT_EQ(0, vring_drain(&self->d, STALL_MS)) {
+			TH_LOG("round %u: %llu buffers never used", round,
+			       (unsigned long long)(self->d.posted - self->d.used));
+		}
+	}
+	EXPECT_TRUE(vring_all_used_once(&self->d));
+}
+
+/*
  * The tests of one driver that only vhost-test can run: its byte weight
  * stops each handler run, and its rings may hold what no vhost-net
  * driver would show. With and without EVENT_IDX, as the poll fixture's

@@ -210,6 +210,21 @@ int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsigned int num,
 	return vring_start(d);
 }
 
+/*
+ * Negotiate the features again, with VIRTIO_RING_F_EVENT_IDX @on, as a
+ * driver reset short of the rings would: the ring, its indexes and the
+ * backend stay. 0 or -errno.
+ */
+int vring_set_event_idx(struct vring_drv *d, bool on)
+{
+	__u64 features = vring_features(d->dev, on);
+
+	if (ioctl(d->fd, VHOST_SET_FEATURES, &features))
+		return -errno;
+	d->event_idx = on;
+	return 0;
+}
+
 /* vring_open_owner(), the worker as vhost's default has it. */
 int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
 		   unsigned int num, bool event_idx, __u64 max_bufs)

@@ -92,6 +92,7 @@ int vring_run(struct vring_drv *d, int on);
 int vring_tap(int hdr_len, char *name);
 int vring_start(struct vring_drv *d);
 __u64 vring_features(enum vring_dev dev, bool event_idx);
+int vring_set_event_idx(struct vring_drv *d, bool on);
 int vring_open_owner(struct vring_drv *d, enum vring_dev dev, unsigned int num,
 		     bool event_idx, __u64 max_bufs, int fork_owner);
 int vring_open_dev(struct vring_drv *d, enum vring_dev dev,
