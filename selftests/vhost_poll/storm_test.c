@@ -1706,12 +1706,13 @@ int main(int argc, char **argv)
 
 enum rop {
 	ROP_POST, ROP_CALL, ROP_CALL_BADF, ROP_GET_BASE, ROP_SET_NUM, ROP_FEATURES,
-	ROP_MEM_TABLE, ROP_KICK, ROP_BACKEND, ROP_CLOSE, ROP_N
+	ROP_EVENT_IDX, ROP_MEM_TABLE, ROP_KICK, ROP_BACKEND, ROP_CLOSE, ROP_N
 };
 
 static const char *const rop_name[ROP_N] = {
 	"post", "SET_VRING_CALL", "SET_VRING_CALL (bad fd)", "GET_VRING_BASE",
-	"SET_VRING_NUM", "SET_FEATURES", "SET_MEM_TABLE", "SET_VRING_KICK",
+	"SET_VRING_NUM", "SET_FEATURES", "SET_FEATURES (EVENT_IDX flipped)",
+	"SET_MEM_TABLE", "SET_VRING_KICK",
 	"backend off and on", "close",
 };
 
@@ -1738,6 +1739,9 @@ static int rop_do(struct vring_drv *d, enum rop op)
 		return ioctl(d->fd, VHOST_SET_VRING_NUM, &s) ? -errno : 0;
 	case ROP_FEATURES:
 		return ioctl(d->fd, VHOST_SET_FEATURES, &features) ? -errno : 0;
+	case ROP_EVENT_IDX:
+		/* The driver follows: it kicks as the new features say. */
+		return vring_set_event_idx(d, !d->event_idx);
 	case ROP_MEM_TABLE:
 		return reconfigure(d, RC_MEM_TABLE);
 	case ROP_KICK:
@@ -1845,7 +1849,7 @@ static int random_driver(unsigned int seed, unsigned int ms, unsigned long long 
 		}
 		if (make_room(&d, 8, &t))
 			break;
-		vring_post_kicked(&d, 1 + rand() % 8);
+		vring_post(&d, 1 + rand() % 8);
 		ret = drain_timed(&d, &t);
 		if (ret) {
 			rop_show(&h, ops, sizeof(ops));
