@@ -607,7 +607,7 @@ def rotations(groups):
 
 
 def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES,
-              probes=PROBES):
+              probes=PROBES, nested=True):
     if quick:
         warm, dur, idle_s, crowd = 100, 300, 1, 4
         reps = reps or 1
@@ -647,6 +647,8 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
         guest_ms = 5000
         if not groups:
             raise SystemExit(f"--cells {','.join(cells)}: no cell matches")
+    if not nested:
+        groups = [g for g in groups if g[0] != "guest"]
     # The cells --cells names run in every regime; without it, the core
     # regime runs CORE_CELLS (every quick cell with --quick).
     groups = regime_groups(groups, regimes, () if quick else cells or CORE_CELLS)
@@ -673,7 +675,8 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "kernel": os.uname().release, "ncpus": os.cpu_count(), "hz": hz,
                     "reps": reps, "warm_ms": warm, "duration_ms": dur,
                     "poll_start_rate": POLL_RATE, "poll_stop_idle": stop_idle,
-                    "busyloop_us": BUSYLOOP_US, "quick": quick, "idle_window_s": idle_s,
+                    "busyloop_us": BUSYLOOP_US, "quick": quick, "nested_guests": nested,
+                    "idle_window_s": idle_s,
                     "regimes": list(regimes), "core_poll_cpus": poll_cpus("core"),
                     "probes": list(probes)},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
@@ -2372,6 +2375,8 @@ def main():
     r.add_argument("--probes", default=",".join(PROBES),
                    help=f"the probes that run: {', '.join(PROBES + EXTRA_PROBES)} "
                         f"(default {', '.join(PROBES)})")
+    r.add_argument("--no-guest", action="store_true",
+                   help="no nested guest: vhost-test's and vhost-net's cells and the probes")
     r.add_argument("--poll-in-worker", type=int, choices=(0, 1), default=None,
                    help="0: every vCPU given to the polling threads in the shared "
                         "regime (the thread polls there); 1 (default): the workers")
@@ -2392,7 +2397,7 @@ def main():
             ap.error(f"--probes {a.probes}: a comma-separated list of "
                      f"{', '.join(PROBES + EXTRA_PROBES)}")
         guest_run(a.out, a.quick, a.reps, a.stop_idle,
-                  [c for c in a.cells.split(",") if c], regimes, probes)
+                  [c for c in a.cells.split(",") if c], regimes, probes, not a.no_guest)
     elif a.cmd == "report":
         report(a.out, a.command)
     else:

@@ -72,7 +72,7 @@ env_kernel() {
 	qemu) echo x86_64 ;;
 	qemu-kcsan) echo x86_64-kcsan ;;
 	qemu-builtin) echo x86_64-builtin ;;
-	uml-7.3) echo uml-7.3 ;;
+	uml-7.3|uml-7.3-tt) echo uml-7.3 ;;
 	qemu-7.3) echo x86_64-7.3 ;;
 	x86_64|x86_64-kcsan|x86_64-builtin|x86_64-7.3) echo "$1" ;;
 	*) return 1 ;;
