@@ -613,22 +613,14 @@ static const char *const leave_name[LEAVE_N] = {
 TEST_F(poll, event_idx_flip_while_polled_keeps_kicks)
 {
 	const bool ev = variant->event_idx;
-	struct vp_vq_row sum;
-	unsigned int round, ms;
-	int polled;
+	unsigned int round;
 
 	for (round = 0; round < 5; round++) {
 		ASSERT_EQ(0, poll_for_long(&self->d));
 		ASSERT_EQ(0, vring_set_event_idx(&self->d, !ev));
 		ASSERT_EQ(0, vring_set_event_idx(&self->d, ev));
 		/* Handed back; then time for the hand-back's handler run. */
-		for (ms = 0; ms < STALL_MS; ms++) {
-			ASSERT_LE(0, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
-			if (!polled)
-				break;
-			vp_sleep_ms(1);
-		}
-		ASSERT_EQ(0, polled);
+		ASSERT_TRUE(vp_wait_polled(getpid(), 0, STALL_MS));
 		vp_sleep_ms(50);
 		EXPECT_TRUE(vring_wants_kick(&self->d)) {
 			TH_LOG("round %u: EVENT_IDX %s, then %s: the ring asks for no kick",
