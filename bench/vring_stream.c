@@ -11,11 +11,11 @@
 #include <unistd.h>
 #include "vring.h"
 
-/* This device's rows of vhost_poll's counters, and the worker's. */
+/* This device's rows of vhost_poll's counters, and the polling threads'. */
 static void print_counters(void)
 {
 	static const char * const files[] = { "/sys/kernel/debug/vhost_poll/vqs",
-				"/sys/kernel/debug/vhost_poll/worker" };
+				"/sys/kernel/debug/vhost_poll/threads" };
 	char line[256];
 	unsigned int i;
 

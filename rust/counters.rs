@@ -27,8 +27,9 @@ pub(crate) struct VqCounters {
     pub(crate) refused: AtomicU64,
     /// Visits that queued the handler: each did what a kick would have.
     pub(crate) queued: AtomicU64,
-    /// Visits that found the vq held (its handler running, most often).
-    pub(crate) held: AtomicU64,
+    /// Visits that found the vq busy: its mutex held, by its handler
+    /// running most often.
+    pub(crate) busy: AtomicU64,
     /// Hand-backs by vhost's watchdog: no visit for its bound.
     pub(crate) stalls: AtomicU64,
     /// Visits that queued the handler because the ring could not be read
@@ -48,7 +49,7 @@ pub(crate) struct VqCounters {
     pub(crate) handed: AtomicU64,
 }
 
-/// Counters of one lane, as `/sys/kernel/debug/vhost_poll/worker` shows
+/// Counters of one lane, as `/sys/kernel/debug/vhost_poll/threads` shows
 /// them.
 #[derive(Default)]
 pub(crate) struct LaneCounters {
@@ -58,9 +59,9 @@ pub(crate) struct LaneCounters {
     pub(crate) idle_ns: AtomicU64,
     pub(crate) mm_switches: AtomicU64,
     /// Passes after which the lane yielded to tasks waiting for its CPU.
-    pub(crate) asides: AtomicU64,
+    pub(crate) yields: AtomicU64,
     /// The time until it ran again, in microseconds.
-    pub(crate) aside_us: AtomicU64,
+    pub(crate) yield_us: AtomicU64,
     /// Starts refused (the first lane serves them all).
     pub(crate) refused: AtomicU64,
     /// Visits made in passes that found no work, and those passes' time

@@ -280,8 +280,8 @@ impl LaneLoop<'_> {
                 let t0 = compat::now_ns();
                 clock::give_way(pass.found);
                 let spent = (compat::now_ns() - t0) / 1000;
-                c.asides.fetch_add(1, Relaxed);
-                c.aside_us
+                c.yields.fetch_add(1, Relaxed);
+                c.yield_us
                     .fetch_add(u64::try_from(spent).unwrap_or(0), Relaxed);
             }
         }

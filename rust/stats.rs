@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The counters, in debugfs: `/sys/kernel/debug/vhost_poll/vqs` (a row per
-//! virtqueue) and `/sys/kernel/debug/vhost_poll/worker` (a row per
-//! lane). Plain text: a header line of column names, then rows.
+//! virtqueue) and `/sys/kernel/debug/vhost_poll/threads` (a row per
+//! lane: a polling thread). Plain text: a header line of column names, then rows.
+//!
+//! The names the counters had before, kept for one release (see "Is it
+//! working?" in Documentation/admin-guide.rst): the `worker` file, the
+//! `threads` rows under its old header (`asides`, `aside_us`), and, at
+//! the end of each `vqs` row, `held` and `cool` again (now `busy` and
+//! `cooldown`).
 
 use crate::compat::{self, ShowText, StatsDir, StatsFile};
 use crate::shared::Shared;
@@ -16,7 +22,7 @@ impl ShowText for Vqs {
         // Text into seq_file's buffer, which grows as needed: no error.
         let _ = writeln!(
             m,
-            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued held cool thread stalls retries spin_us crossed handed"
+            "pid dev vq mode kicks poll_work notify_work empty_polls enters exits window refused queued busy cooldown thread stalls retries spin_us crossed handed held cool"
         );
         self.0.for_each_vq(|vq, polled, window, cool, thread| {
             let c = &vq.counters;
@@ -24,7 +30,7 @@ impl ShowText for Vqs {
             let pid = vq.handle.access().map_or(0, |vq| vq.owner());
             let _ = writeln!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 pid,
                 vq.dev.load(Relaxed),
                 vq.index,
@@ -38,7 +44,7 @@ impl ShowText for Vqs {
                 window,
                 c.refused.load(Relaxed),
                 c.queued.load(Relaxed),
-                c.held.load(Relaxed),
+                c.busy.load(Relaxed),
                 cool,
                 thread,
                 c.stalls.load(Relaxed),
@@ -46,23 +52,35 @@ impl ShowText for Vqs {
                 c.spin_ns.load(Relaxed) / 1000,
                 c.crossed.load(Relaxed),
                 c.handed.load(Relaxed),
+                // The old names' columns (`held`, `cool`), for one release.
+                c.busy.load(Relaxed),
+                cool,
             );
         })
     }
 }
 
-/// The `worker` file (its name kept for users: a row per lane).
-struct Lanes(Arc<Shared>);
+/// The `threads` file: a row per lane (a polling thread); with `old`,
+/// the `worker` file, its old name, whose header has the old names.
+struct Lanes {
+    shared: Arc<Shared>,
+    old: bool,
+}
 
 impl ShowText for Lanes {
     fn show(&self, m: &mut dyn Write) -> Result {
+        let yields = if self.old {
+            "asides aside_us"
+        } else {
+            "yields yield_us"
+        };
         let _ = writeln!(
             m,
-            "pid passes busy_ns idle_ns mm_switches polled_vqs asides aside_us refused thread empty_visits empty_visit_ns served naps nap_us"
+            "pid passes busy_ns idle_ns mm_switches polled_vqs {yields} refused thread empty_visits empty_visit_ns served naps nap_us"
         );
         let now = compat::now_ns();
         // A row per lane, in order.
-        self.0.for_each_lane(|lane| {
+        self.shared.for_each_lane(|lane| {
             let c = &lane.counters;
             // Add the period in progress, so that a busy thread's time
             // moves.
@@ -82,8 +100,8 @@ impl ShowText for Lanes {
                 idle,
                 c.mm_switches.load(Relaxed),
                 lane.polled(),
-                c.asides.load(Relaxed),
-                c.aside_us.load(Relaxed),
+                c.yields.load(Relaxed),
+                c.yield_us.load(Relaxed),
                 c.refused.load(Relaxed),
                 lane.index,
                 c.empty_visits.load(Relaxed),
@@ -101,6 +119,7 @@ impl ShowText for Lanes {
 pub(crate) struct Stats {
     _vqs: StatsFile<Vqs>,
     _lanes: StatsFile<Lanes>,
+    _old_lanes: StatsFile<Lanes>,
     _dir: StatsDir,
 }
 
@@ -109,7 +128,21 @@ impl Stats {
         let dir = StatsDir::new(c_str!("vhost_poll"));
         Ok(Self {
             _vqs: dir.file(c_str!("vqs"), Vqs(shared.clone()))?,
-            _lanes: dir.file(c_str!("worker"), Lanes(shared.clone()))?,
+            _lanes: dir.file(
+                c_str!("threads"),
+                Lanes {
+                    shared: shared.clone(),
+                    old: false,
+                },
+            )?,
+            // Its old name, for one release.
+            _old_lanes: dir.file(
+                c_str!("worker"),
+                Lanes {
+                    shared: shared.clone(),
+                    old: true,
+                },
+            )?,
             _dir: dir,
         })
     }

@@ -97,7 +97,7 @@ pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
                 c.retries.fetch_add(1, Relaxed);
             }
             if looked.held {
-                c.held.fetch_add(1, Relaxed);
+                c.busy.fetch_add(1, Relaxed);
             }
             Seen::Ring {
                 taken: looked.taken,

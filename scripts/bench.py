@@ -490,7 +490,7 @@ def trace_run(dev, mode):
 def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
     """run_drivers() for one record of raw[@key]; a failure is recorded
     with its reason, and the run goes on. The thread's counters that
-    moved during the run (step-aside sleeps, refused starts, entries)
+    moved during the run (yields, refused starts, entries)
     are kept with it, and with @cpus where its tasks could run."""
     before = worker_counters()
     try:
@@ -503,7 +503,7 @@ def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
         rec["error"] = str(e)
     after = worker_counters()
     rec["worker"] = {k: after[k] - before.get(k, 0)
-                     for k in ("asides", "aside_us", "refused", "passes", "naps", "nap_us")
+                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us")
                      if k in after}
     if "threads" in after:
         rec["worker"]["threads"] = after["threads"]
@@ -1127,7 +1127,7 @@ def run_guest_cell(raw, rec, procs, workload, ms):
         rec["error"] = str(e)
     w1 = worker_counters()
     rec["worker"] = {k: w1[k] - w0.get(k, 0)
-                     for k in ("asides", "aside_us", "refused", "passes", "naps", "nap_us")
+                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us")
                      if k in w1}
     raw["cells"].append(rec)
 
@@ -1341,7 +1341,7 @@ def summarise(raw, env, accel):
         for k in FIELDS:
             v = median(r[k] for r in reps)
             rec[k] = round(v, 4) if v is not None else None
-        for k in ("worker_refused", "worker_asides", "worker_aside_us"):
+        for k in ("worker_refused", "worker_yields", "worker_yield_us"):
             if any(k in r for r in reps):
                 rec[k] = median(r.get(k, 0) for r in reps)
         # The polling threads running at the end of the cell's runs.
@@ -1477,8 +1477,8 @@ def summarise(raw, env, accel):
         probes["poller"] = [{
             "cell": f"{c['device']} {c['workload']} batch {c['batch']} x{c['ndev']} {c['mode']}"
                     + regime_tag(c),
-            "refused": c["worker_refused"], "asides": c["worker_asides"],
-            "aside_ms": c["worker_aside_us"] / 1000} for c in sorted(pc, key=sort_key)]
+            "refused": c["worker_refused"], "yields": c["worker_yields"],
+            "yield_ms": c["worker_yield_us"] / 1000} for c in sorted(pc, key=sort_key)]
     if raw.get("guest_boots"):
         probes["guest_boot"] = raw["guest_boots"]
         probes["guest_seconds"] = raw["meta"].get("guest_seconds")
@@ -1986,8 +1986,8 @@ def probe_lines(probes, cells=()):
            f"{i['not_polled_at_end']} left out: not polled when the load stopped)"]
     if probes.get("poller"):
         out.append("the thread in poll cells (median per run): " + "; ".join(
-            f"{p['cell']}: {p['refused']:.0f} refused, {p['asides']:.0f} step-asides "
-            f"({p['aside_ms']:.0f} ms)" for p in probes["poller"]))
+            f"{p['cell']}: {p['refused']:.0f} refused, {p['yields']:.0f} yields "
+            f"({p['yield_ms']:.0f} ms)" for p in probes["poller"]))
     kc = kick_cost_line(cells)
     if kc:
         out.append(kc)

@@ -265,7 +265,7 @@ def model(cells, k, spin_us=None, ncpus=None, run_s=1.0):
     mode twin of the same device, regime and device count, the other
     modes predicted from their counts; @spin_us the spin before a sleep
     ({"busyloop": us, "poll": us}); the CPU predicted is at most @ncpus
-    CPUs; @run_s is the length of a run (the counters' asides are a
+    CPUs; @run_s is the length of a run (the counters' yields are a
     run's). Returns rows."""
     spin_us = spin_us or {}
     rows = []
@@ -341,7 +341,7 @@ def lacks(row, c, run_s=1.0):
         # sleeps say: by the CPU of that wait.
         if name == "CPU" and err > 0 and row["spin_cpus"]:
             waited = d * rate / 1e4 if d is not None else 0
-            aside = (c.get("worker_aside_us") or 0) / (run_s * 1e4)
+            aside = (c.get("worker_yield_us") or 0) / (run_s * 1e4)
             if waited >= want - got:
                 why.append(f"tasks waited {waited:.0f}% of a CPU on run queues: a spinner "
                            "that waits to run spins less than its sleeps say")

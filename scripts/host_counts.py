@@ -9,7 +9,7 @@ import re
 import resource
 import time
 
-WORKER = "/sys/kernel/debug/vhost_poll/worker"
+WORKER = "/sys/kernel/debug/vhost_poll/threads"
 VQS = "/sys/kernel/debug/vhost_poll/vqs"
 # Thread classes: the guests' vCPU threads, their vhost workers, qemu's
 # other threads, vhost-poll's polling threads, and the traffic's host
@@ -139,7 +139,7 @@ def thread_class(comm):
 
 
 def worker_counters():
-    """The polling threads' counters (debugfs worker file, a row per
+    """The polling threads' counters (debugfs threads file, a row per
     thread) summed into a dict, with "threads" their number; {} when
     vhost_poll is not loaded."""
     try:

@@ -145,8 +145,8 @@ TEST_F(cpus, own_cpu_is_never_contended)
 	EXPECT_EQ(s0.refused, s1.refused);
 	EXPECT_EQ(w0.refused, w1.refused);
 	EXPECT_TRUE(vring_all_used_once(&d));
-	TH_LOG("%llu passes, %llu asides, %llu exits while CPU 0 streamed",
-	       w1.passes - w0.passes, w1.asides - w0.asides, s1.exits - s0.exits);
+	TH_LOG("%llu passes, %llu yields, %llu exits while CPU 0 streamed",
+	       w1.passes - w0.passes, w1.yields - w0.yields, s1.exits - s0.exits);
 	vring_close(&d);
 }
 

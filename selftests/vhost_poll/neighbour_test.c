@@ -502,11 +502,11 @@ TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
 	ASSERT_EQ(0, vp_worker(&w1));
 	TH_LOG("no limit: polled %d after %llu ms, %llu exits; the thread yielded %llu times",
-	       polled, window, sum.exits - exits, w1.asides - w0.asides);
+	       polled, window, sum.exits - exits, w1.yields - w0.yields);
 	EXPECT_EQ(1, polled);
 	EXPECT_EQ(exits, sum.exits);
 	/* The task did wait for the thread's CPU, or the rule has no case. */
-	EXPECT_LT(0, w1.asides - w0.asides);
+	EXPECT_LT(0, w1.yields - w0.yields);
 
 	/* A limit: handed back, by the rule and not the watchdog. */
 	stalls = sum.stalls;
@@ -833,7 +833,7 @@ TEST_F(neighbour, napping_thread_gives_way_to_a_busy_task)
 	       TRICKLE_GAP_MS, nap.exits, traced ? trace_lines(owner, "reason=contended") : -1,
 	       nap.stalls);
 	TH_LOG("the thread %llu%% of a CPU, %llu passes, %llu yields, %llu naps",
-	       nap.cpu_pct, w1.passes - w0.passes, w1.asides - w0.asides, nap.naps);
+	       nap.cpu_pct, w1.passes - w0.passes, w1.yields - w0.yields, nap.naps);
 	EXPECT_LT(0, nap.naps);
 	EXPECT_LT(0, nap.exits);
 	if (traced)
@@ -1585,7 +1585,7 @@ TEST_F_TIMEOUT(neighbour, attach_walks_no_table, 120)
  * A start request costs its own vq, not the table: with 1,024 ownerless
  * vhost-test devices open, a device that asks for a start ASKS times
  * (opened, kicked past the rate, drained, closed) has the first thread
- * look at about one entry a request (served, in the worker file). Before,
+ * look at about one entry a request (served, in the threads file). Before,
  * every wake of the first thread by a request walked every attached vq:
  * 1,024 entries and more each time. The bound is one walk of the table
  * for all the requests together; a request that finds the queue full
@@ -1678,7 +1678,7 @@ struct idle_counts {
 	int polling;
 };
 
-/* Read @c from the worker file: 0 or -errno. */
+/* Read @c from the threads file: 0 or -errno. */
 static int idle_counts(struct idle_counts *c)
 {
 	struct vp_worker w[8];

@@ -431,6 +431,71 @@ TEST(debugfs_file_outlives_module)
 	close(kmsg);
 }
 
+/* The rows of counters file @name after its header: how many, or -errno. */
+static int counter_rows(const char *name)
+{
+	char path[128], line[512];
+	int n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), VP_DEBUGFS "%s", name);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * The counters' names changed in this release keep their old forms for
+ * one (Documentation/admin-guide.rst, "Is it working?"): the worker
+ * file, the threads file under its old header, and held and cool, the
+ * old names of busy and cooldown, again at the end of each vqs row.
+ */
+TEST(counters_old_names_kept_for_one_release)
+{
+	const char *why = vp_setup_modules(true);
+	unsigned long long busy, cooldown, held, cool;
+	char threads[512], worker[512], line[512];
+	struct vring_drv d;
+	char *old, *now;
+	FILE *f;
+
+	if (why)
+		SKIP(return, "%s", why);
+	ASSERT_EQ(0, vp_read_line(VP_DEBUGFS "threads", threads, sizeof(threads)));
+	ASSERT_EQ(0, vp_read_line(VP_DEBUGFS "worker", worker, sizeof(worker)));
+	/* The same header but for the two names, and the same rows. */
+	now = strstr(threads, " yields yield_us ");
+	old = strstr(worker, " asides aside_us ");
+	ASSERT_TRUE(now && old) TH_LOG("threads: %s; worker: %s", threads, worker);
+	EXPECT_EQ(now - threads, old - worker);
+	EXPECT_STREQ(now + strlen(" yields yield_us "), old + strlen(" asides aside_us "));
+	EXPECT_LT(0, counter_rows("threads"));
+	EXPECT_EQ(counter_rows("threads"), counter_rows("worker"));
+
+	ASSERT_EQ(0, vring_open(&d, RING, true, 1 << 20));
+	ASSERT_EQ(0, vp_read_line(VP_DEBUGFS "vqs", line, sizeof(line)));
+	now = strstr(line, " busy cooldown ");
+	old = strstr(line, " handed held cool");
+	EXPECT_TRUE(now && old && !old[strlen(" handed held cool")]) TH_LOG("vqs: %s", line);
+	f = fopen(VP_DEBUGFS "vqs", "re");
+	ASSERT_NE(NULL, f);
+	ASSERT_NE(NULL, fgets(line, sizeof(line), f));
+	ASSERT_NE(NULL, fgets(line, sizeof(line), f));
+	fclose(f);
+	/* The 14th and 15th columns, and the last two: one idle vq, one read. */
+	ASSERT_EQ(4, sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			    "%llu %llu %*s %*s %*s %*s %*s %*s %llu %llu",
+			    &busy, &cooldown, &held, &cool)) TH_LOG("vqs row: %s", line);
+	EXPECT_EQ(busy, held);
+	EXPECT_EQ(cooldown, cool);
+	vring_close(&d);
+	EXPECT_EQ(0, vp_unload());
+}
+
 /*
  * Move @d's ring and buffers to a shared mapping, so that a process
  * forked later drives the same ring (vring_open()'s arena is private).

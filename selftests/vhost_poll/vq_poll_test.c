@@ -336,12 +336,12 @@ TEST_F(poll, idle_window_grows_and_shrinks)
 	 * starts a cool-down, which the row shows (cool > 0; an idle exit
 	 * that paid sets it back to 0). Then round again, a few times.
 	 */
-	for (i = 0; i < 4 && sum.cool; i++) {
+	for (i = 0; i < 4 && sum.cooldown; i++) {
 		TH_LOG("the last exit was a hand-back (%llu stalls, cool-down %llu): round again",
-		       sum.stalls, sum.cool);
+		       sum.stalls, sum.cooldown);
 		ASSERT_EQ(0, window_round(&self->d, 4, &grown, &sum));
 	}
-	idle_exit = !sum.cool;
+	idle_exit = !sum.cooldown;
 
 	/* Lower bounds apply at once. */
 	ASSERT_EQ(0, vp_param_set("poll_stop_idle", 1));
@@ -395,7 +395,7 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	ASSERT_EQ(1, vp_vq_sum(getpid(), self->d.index, &sum, &polled));
 	/* Left poll mode (no idle exit: the window is 10 s), and cools down. */
 	EXPECT_LT(exits, sum.exits);
-	EXPECT_LE(16, sum.cool);
+	EXPECT_LE(16, sum.cooldown);
 	TH_LOG("after the stream: %llu entries, %llu exits, polled %d",
 	       sum.enters, sum.exits, polled);
 
@@ -411,7 +411,7 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 			/* What kept it from poll mode: the books say. */
 			if (vp_vq_sum(getpid(), self->d.index, &sum, &polled) > 0) {
 				TH_LOG("not polled again (%d): cool-down %llu jiffies,",
-				       polled, sum.cool);
+				       polled, sum.cooldown);
 				TH_LOG("%llu refused,", sum.refused);
 				TH_LOG("%llu entries, %llu exits, %llu stalls",
 				       sum.enters, sum.exits, sum.stalls);
@@ -442,8 +442,8 @@ TEST_F(poll, little_gain_goes_back_and_cools_down)
 	}
 	EXPECT_TRUE(polled == 1 || sum.stalls > stalls);
 	EXPECT_TRUE(vring_all_used_once(&self->d));
-	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu held, %llu refused,",
-	       sum.cool, sum.queued, sum.held, sum.refused);
+	TH_LOG("handed back, cool-down %llu jiffies; %llu queued, %llu busy, %llu refused,",
+	       sum.cooldown, sum.queued, sum.busy, sum.refused);
 	TH_LOG("%llu stalls", sum.stalls - stalls);
 }
 

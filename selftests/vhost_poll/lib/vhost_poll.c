@@ -386,7 +386,7 @@ int vp_vq_rows(struct vp_vq_row *rows, int max)
 		if (sscanf(line, VP_VQ_ROW, &r->pid, &r->dev, &r->vq, mode, &r->kicks,
 			   &r->poll_work, &r->notify_work, &r->empty_polls,
 			   &r->enters, &r->exits, &r->window, &r->refused,
-			   &r->queued, &r->held, &r->cool, &r->thread, &r->stalls,
+			   &r->queued, &r->busy, &r->cooldown, &r->thread, &r->stalls,
 			   &r->retries, &r->spin_us, &r->crossed, &r->handed) < 10)
 			continue;
 		r->poll = !strcmp(mode, "poll");
@@ -420,8 +420,8 @@ int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 		sum->window += rows[i].window;
 		sum->refused += rows[i].refused;
 		sum->queued += rows[i].queued;
-		sum->held += rows[i].held;
-		sum->cool += rows[i].cool;
+		sum->busy += rows[i].busy;
+		sum->cooldown += rows[i].cooldown;
 		sum->stalls += rows[i].stalls;
 		sum->retries += rows[i].retries;
 		sum->spin_us += rows[i].spin_us;
@@ -433,14 +433,14 @@ int vp_vq_sum(int pid, int vq, struct vp_vq_row *sum, int *polled)
 	return n < 0 ? n : found;
 }
 
-/* Read the rows of the worker file (a polling thread each); returns how
+/* Read the rows of the threads file (a polling thread each); returns how
  * many, or -errno.
  */
 int vp_workers(struct vp_worker *w, int max)
 {
-	unsigned long long aside_us;
+	unsigned long long yield_us;
 	char line[512];
-	FILE *f = fopen(VP_DEBUGFS "worker", "re");
+	FILE *f = fopen(VP_DEBUGFS "threads", "re");
 	int n = 0;
 
 	if (!f)
@@ -454,8 +454,8 @@ int vp_workers(struct vp_worker *w, int max)
 		if (sscanf(line,
 			   "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
-			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].asides,
-			   &aside_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
+			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].yields,
+			   &yield_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
 			   &w[n].empty_visit_ns, &w[n].served, &w[n].naps, &w[n].nap_us) < 6)
 			continue;
 		n++;

@@ -45,10 +45,10 @@ struct vp_vq_row {
 	unsigned long long enters, exits;
 	/* The idle window in jiffies (poll_stop_idle_max); 0 if not shown. */
 	unsigned long long window;
-	/* Starts refused, visits that queued the handler or found it held,
+	/* Starts refused, visits that queued the handler or found it busy,
 	 * and the cool-down after a hand-back for want of gain (jiffies).
 	 */
-	unsigned long long refused, queued, held, cool;
+	unsigned long long refused, queued, busy, cooldown;
 	/* The polling thread that polls it, or did last (0: the first). */
 	unsigned int thread;
 	/* Hand-backs by vhost's watchdog (no visit in its bound). */
@@ -68,7 +68,7 @@ struct vp_vq_row {
 /* A row of the vqs file: the ten first columns are in every version. */
 #define VP_VQ_ROW "%d %u %u %15s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %u %llu %llu %llu %llu %llu"
 
-/* A row of /sys/kernel/debug/vhost_poll/worker: one polling thread. */
+/* A row of /sys/kernel/debug/vhost_poll/threads: one polling thread. */
 struct vp_worker {
 	int pid;
 	unsigned long long passes, busy_ns, idle_ns, mm_switches;
@@ -77,10 +77,10 @@ struct vp_worker {
 	unsigned int thread;
 	/* Visits in passes that found no work, and their time (ns). */
 	unsigned long long empty_visits, empty_visit_ns;
-	/* Times it stepped aside for others waiting for its CPU, and the
+	/* Times it yielded to others waiting for its CPU, and the
 	 * starts it refused (the first thread's).
 	 */
-	unsigned long long asides, refused;
+	unsigned long long yields, refused;
 	/* Entries the first thread looked at to serve start requests. */
 	unsigned long long served;
 	/* Naps between passes with the rings quiet, and their length (us). */
