@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <linux/membarrier.h>
 #include "vhost_poll.h"
 #include "vring.h"
@@ -311,4 +312,189 @@ long long own_workers_ticks(void)
 	}
 	closedir(dir);
 	return sum;
+}
+
+/*
+ * In a forked child: close every file descriptor above stderr but @a
+ * and @b. A child that kept its parent's vhost devices open would keep
+ * them from being released when the parent closes them.
+ */
+void close_fds_but(int a, int b)
+{
+	long fd, max = sysconf(_SC_OPEN_MAX);
+
+	if (max < 0 || max > 65536)
+		max = 65536;
+	for (fd = 3; fd < max; fd++)
+		if (fd != a && fd != b)
+			close(fd);
+}
+
+/*
+ * The caller pinned to CPU @cpu as a SCHED_FIFO task (priority 50): a
+ * real-time neighbour, which no task of a lower class preempts. 0, or
+ * -errno.
+ */
+int rt_on(int cpu)
+{
+	struct sched_param sp = { .sched_priority = 50 };
+	int ret = pin_to(0, cpu);
+
+	if (!ret && sched_setscheduler(0, SCHED_FIFO, &sp))
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * The spinner's side: spin for @ms once a byte comes on @go, saying on
+ * @out that it has begun (it runs: its CPU is its own) and then how long.
+ */
+static int spinner_run(int cpu, unsigned int ms, int go, int out)
+{
+	unsigned long long t0, spun;
+	char c;
+
+	if (rt_on(cpu))
+		return 2;
+	if (read(go, &c, 1) != 1)
+		return 3;
+	if (write(out, &c, 1) != 1)
+		return 4;
+	t0 = vp_now_ms();
+	while (vp_now_ms() - t0 < ms)
+		;
+	spun = vp_now_ms() - t0;
+	return write(out, &spun, sizeof(spun)) == sizeof(spun) ? 0 : 5;
+}
+
+/*
+ * Fork @s, a SCHED_FIFO task pinned to CPU @cpu that spins for @ms once
+ * spinner_go() is called; 0 or -errno.
+ */
+int spinner_start(struct spinner *s, int cpu, unsigned int ms)
+{
+	int ret = 0;
+
+	s->pid = -1;
+	if (pipe(s->go))
+		return -errno;
+	if (pipe(s->out)) {
+		ret = -errno;
+		close(s->go[0]);
+		close(s->go[1]);
+		return ret;
+	}
+	s->pid = fork();
+	if (!s->pid) {
+		close_fds_but(s->go[0], s->out[1]);
+		_exit(spinner_run(cpu, ms, s->go[0], s->out[1]));
+	}
+	if (s->pid < 0)
+		ret = -errno;
+	/* The parent keeps the ends it writes go on and reads out from. */
+	close(s->go[0]);
+	close(s->out[1]);
+	if (ret) {
+		close(s->go[1]);
+		close(s->out[0]);
+	}
+	return ret;
+}
+
+/*
+ * Start @s's spin, and return once it has begun: from then on no task of a
+ * lower class runs on its CPU until it ends. 0, or -EIO if it did not begin.
+ */
+int spinner_go(struct spinner *s)
+{
+	char c;
+
+	if (write(s->go[1], "x", 1) != 1)
+		return -EIO;
+	return read(s->out[0], &c, 1) == 1 ? 0 : -EIO;
+}
+
+/*
+ * Wait for @s to end and close its pipes: how long it spun, in ms, or 0
+ * if it did not spin (it could not take its CPU or its class, or was
+ * never started: the closed pipe ends it).
+ */
+unsigned long long spinner_end(struct spinner *s)
+{
+	unsigned long long spun = 0;
+	int status;
+
+	close(s->go[1]);
+	if (read(s->out[0], &spun, sizeof(spun)) != sizeof(spun))
+		spun = 0;
+	close(s->out[0]);
+	if (waitpid(s->pid, &status, 0) != s->pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		spun = 0;
+	return spun;
+}
+
+#define WQ_CPUMASK	"/sys/devices/virtual/workqueue/cpumask"
+
+/*
+ * The mask wq_unbound_on() replaced, kept until it is put back: a test
+ * the harness kills for its timeout runs no teardown, and the next
+ * test's setup that calls wq_unbound_restore() puts the mask back then.
+ */
+#define WQ_CPUMASK_SAVED	"/tmp/vhost_poll_test.wq_cpumask"
+
+/* The unbound workqueues' cpumask before wq_unbound_on(), or "". */
+static char wq_mask_saved[4096];
+
+/*
+ * Keep the unbound workqueues' workers on CPU @cpu, as an administrator
+ * keeps them off a dedicated core; wq_unbound_restore() puts the mask
+ * back. 0 or -errno.
+ */
+int wq_unbound_on(int cpu)
+{
+	char mask[32];
+	ssize_t n;
+	int fd;
+
+	fd = open(WQ_CPUMASK, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, wq_mask_saved, sizeof(wq_mask_saved) - 1);
+	wq_mask_saved[n > 0 ? n : 0] = '\0';
+	snprintf(mask, sizeof(mask), "%x\n", 1u << cpu);
+	if (n > 0 && write_text(WQ_CPUMASK_SAVED, wq_mask_saved))
+		n = -1;
+	if (n <= 0 || pwrite(fd, mask, strlen(mask), 0) < 0) {
+		n = -errno;
+		wq_mask_saved[0] = '\0';
+		close(fd);
+		return n ? n : -EIO;
+	}
+	close(fd);
+	return 0;
+}
+
+void wq_unbound_restore(void)
+{
+	int ret;
+
+	if (!wq_mask_saved[0]) {
+		/* Left by a test killed before its teardown? */
+		FILE *f = fopen(WQ_CPUMASK_SAVED, "re");
+
+		if (!f)
+			return;
+		if (!fgets(wq_mask_saved, sizeof(wq_mask_saved), f))
+			wq_mask_saved[0] = '\0';
+		fclose(f);
+		if (!wq_mask_saved[0])
+			return;
+	}
+	ret = write_text(WQ_CPUMASK, wq_mask_saved);
+	if (ret)
+		fprintf(stderr, "%s: %s\n", WQ_CPUMASK, strerror(-ret));
+	else
+		unlink(WQ_CPUMASK_SAVED);
+	wq_mask_saved[0] = '\0';
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <linux/types.h>
 #include "vring.h"
 
@@ -54,5 +55,27 @@ unsigned long long now_us(void);
 unsigned long long grace_period_us(void);
 int pin_to(int pid, int cpu);
 long long own_workers_ticks(void);
+
+/* A SCHED_FIFO task that spins on one CPU, and the pipes that drive it. */
+struct spinner {
+	pid_t pid;
+	/*
+	 * go[1]: a byte starts the spin; out[0]: a byte once it spins, then
+	 * how long it spun (ms).
+	 */
+	int go[2], out[2];
+};
+
+void close_fds_but(int a, int b);
+
+/* The unbound workqueues on one CPU, and back where they were. */
+int wq_unbound_on(int cpu);
+void wq_unbound_restore(void);
+
+/* A real-time neighbour: the caller, or a task that spins once. */
+int rt_on(int cpu);
+int spinner_start(struct spinner *s, int cpu, unsigned int ms);
+int spinner_go(struct spinner *s);
+unsigned long long spinner_end(struct spinner *s);
 
 #endif /* VHOST_POLL_POLL_UTIL_H */
