@@ -14,7 +14,9 @@
 //! scheduler moved off its CPU anyway is seen where it runs, and placed
 //! again. No more lanes run than the list has CPUs online (`Params::cpus`,
 //! published here by the first lane): two threads on one CPU would each
-//! see the other as contention, and both hand everything back.
+//! see the other as contention, and both hand everything back. With none
+//! of the listed CPUs online there is no bound and no placement: the
+//! threads run where the scheduler puts them.
 
 use crate::compat;
 use crate::policy::{cpus_online, lane_cpu, Params};

@@ -541,7 +541,9 @@ fn spawn(shared: &Arc<Shared>, i: usize) -> Result<Helper> {
     })?;
     // On error, dropping `thread` stops it before it got a lane.
     let ring = Ring::new(Lane::new(i, thread.task().into())?)?;
-    shared.table.lock().set_lane(i, Some(ring.clone()));
+    let before = shared.table.lock().set_lane(i, Some(ring.clone()));
+    // None (the place was free); dropped without the table's lock anyway.
+    drop(before);
     handoff.give(ring.clone());
     ring.lane.waker.wake();
     Ok(Helper {

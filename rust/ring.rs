@@ -6,11 +6,16 @@
 //! counters, start requests). An entry moves here when it starts being
 //! polled and back to the table when it stops (`Table::start`,
 //! `Table::settle`), both with the table's lock and this one held.
+//!
+//! The lock is a spinlock, held for one visit at a time: its holder runs
+//! with preemption off and cannot be kept off its CPU while it holds it,
+//! so detach, which takes it, waits for one visit at most, whatever runs
+//! beside the lane (see `shared.rs`).
 
 use crate::entry::Entry;
 use crate::lane::Lane;
 use crate::slots::Slots;
-use kernel::{alloc::flags::GFP_KERNEL, new_mutex, prelude::*, sync::Arc, sync::Mutex};
+use kernel::{alloc::flags::GFP_KERNEL, new_spinlock, prelude::*, sync::Arc, sync::SpinLock};
 
 /// An entry the lane polls, and its slot in the table.
 pub(crate) struct Polled {
@@ -30,7 +35,7 @@ pub(crate) struct Polled {
 pub(crate) struct Ring {
     pub(crate) lane: Arc<Lane>,
     #[pin]
-    pub(crate) polled: Mutex<Slots<Polled>>,
+    pub(crate) polled: SpinLock<Slots<Polled>>,
 }
 
 impl Ring {
@@ -40,7 +45,7 @@ impl Ring {
         Arc::pin_init(
             pin_init!(Self {
                 lane,
-                polled <- new_mutex!(Slots::new(), "vhost_poll::ring"),
+                polled <- new_spinlock!(Slots::new(), "vhost_poll::ring"),
             }),
             GFP_KERNEL,
         )

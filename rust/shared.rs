@@ -7,15 +7,24 @@
 //! only (`ring.rs`), one visit at a time, so lanes do not wait for each
 //! other. `table` is held to serve requests, to move an entry between
 //! the table and a ring (start, stop, hand-back), by attach and detach,
-//! and for the counters' snapshot. A visit only tries
-//! the vq's mutex and reads the ring with page faults off; an address
-//! space is entered and left with the lock released (`mm_cursor.rs`).
-//! So vhost's detach, which takes the vq out of the table (under the
-//! mutex every vhost open and close takes), waits for one short step.
-//! Kicks and quiesce take no lock. A vq is reached only through its
-//! handle's guard (`Vq::access`), which vhost's detach revokes: the order
-//! is `table`, then one ring's lock, then the guard's lock, then (tried
-//! only) the vq's mutex.
+//! and for the counters' snapshot. A visit only tries the vq's mutex and
+//! reads the ring with page faults off; an address space is entered and
+//! left with the lock released (`mm_cursor.rs`). Kicks and quiesce take
+//! no lock. A vq is reached only through its handle's guard
+//! (`Vq::access`), which vhost's detach revokes: the order is `table`,
+//! then one ring's lock, then the guard's lock, then (tried only) the
+//! vq's mutex.
+//!
+//! All three are spinlocks, and nothing under them sleeps or allocates
+//! but without sleeping: a holder runs with preemption off until it lets
+//! go, a step of one visit, one request's start, one entry's move, or
+//! the copy of the counters' rows. So vhost's attach and detach (under
+//! the mutex every vhost open and close takes) and the first lane wait
+//! for such a step at most, never for a lane that a task of a higher
+//! class keeps off its CPU (`preempt=full`): a lane is preempted only
+//! between visits, holding nothing. With `PREEMPT_RT` these locks sleep
+//! (priority inheritance lifts their holder only to the waiter's own
+//! priority), and a real-time task above both can hold them up.
 
 use crate::compat::ARef;
 use crate::lane::Lane;
@@ -30,9 +39,9 @@ use kernel::{
         flags::{GFP_KERNEL, GFP_NOWAIT},
         KVec,
     },
-    new_mutex,
+    new_spinlock,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{Arc, SpinLock},
     task::Task,
 };
 
@@ -59,7 +68,7 @@ struct VqRow {
 #[pin_data]
 pub(crate) struct Shared {
     #[pin]
-    pub(crate) table: Mutex<Table>,
+    pub(crate) table: SpinLock<Table>,
     pub(crate) first: Arc<Ring>,
     pub(crate) requests: Arc<Requests>,
 }
@@ -73,7 +82,7 @@ impl Shared {
         // INVARIANT: `first` is the table's first lane, `requests` wakes it.
         Arc::pin_init(
             pin_init!(Self {
-                table <- new_mutex!(Table::new(first.clone()), "vhost_poll::table"),
+                table <- new_spinlock!(Table::new(first.clone()), "vhost_poll::table"),
                 first,
                 requests,
             }),
@@ -90,6 +99,7 @@ impl Shared {
     /// if the table outgrew [`SNAPSHOT_TRIES`] snapshots in a row.
     pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) -> Result {
         let mut tries = 0;
+        let p = crate::params::now();
         let rows = loop {
             tries += 1;
             let len = self.table.lock().slots();
@@ -106,7 +116,6 @@ impl Shared {
                 }
                 continue;
             }
-            let p = crate::params::now();
             let mut res = Ok(());
             table.for_each_entry(|e| {
                 let (window, cool) = e.window_and_cool(&p);
@@ -136,10 +145,11 @@ impl Shared {
         Ok(())
     }
 
-    /// Calls `f` for each running lane, in order, under the lock.
+    /// Calls `f` for each running lane, in order: the lanes as the table
+    /// had them, which `f` runs without its lock.
     pub(crate) fn for_each_lane(&self, mut f: impl FnMut(&Lane)) {
-        let table = self.table.lock();
-        for ring in table.lanes().iter().flatten() {
+        let lanes = self.table.lock().lanes().clone();
+        for ring in lanes.iter().flatten() {
             f(&ring.lane);
         }
     }
@@ -262,8 +272,8 @@ impl Shared {
     }
 
     fn settle_for(&self, lane: &Lane, why: Option<Exit>) {
-        let mut table = self.table.lock();
         let (now, p) = (crate::clock::now(), crate::params::now());
+        let mut table = self.table.lock();
         table.settle(lane.index, why, now, &p, |slot| self.requests.ask(slot));
     }
 
@@ -277,16 +287,23 @@ impl Shared {
     /// a thread stopped before it ever ran handed nothing back. The first
     /// lane calls it.
     pub(crate) fn retire(&self, i: usize) {
-        let mut table = self.table.lock();
         let (now, p) = (crate::clock::now(), crate::params::now());
+        let mut table = self.table.lock();
         table.settle(i, Some(Exit::Off), now, &p, |slot| self.requests.ask(slot));
-        table.set_lane(i, None);
+        let gone = table.set_lane(i, None);
+        drop(table);
+        // Freed without the lock.
+        drop(gone);
     }
 
     /// Takes the entry of `vq` out of the table (vhost detaches it): out
-    /// of poll mode first, to keep the counts right.
+    /// of poll mode first, to keep the counts right. It waits for one
+    /// step of a lane at most, however long the lane is kept off its CPU
+    /// after it.
     pub(crate) fn forget(&self, vq: &VqState) {
-        let mut table = self.table.lock();
-        table.forget(vq, crate::clock::now(), &crate::params::now());
+        let (now, p) = (crate::clock::now(), crate::params::now());
+        let gone = self.table.lock().forget(vq, now, &p);
+        // Freed without the lock.
+        drop(gone);
     }
 }

@@ -13,6 +13,8 @@
 //! the whole table.
 //!
 //! Lock order: the table's lock, then one ring's lock (never two rings).
+//! Both are spinlocks (`shared.rs`): what leaves the table is dropped
+//! after the lock is released.
 
 use crate::entry::Entry;
 use crate::policy::{Exit, Jiffy, Params, Spinner, THREADS_MAX};
@@ -45,6 +47,13 @@ impl Place {
             Place::Polled { vq, .. } => vq,
         }
     }
+}
+
+/// What [`Table::forget`] took out of the table and a lane's ring.
+#[derive(Default)]
+pub(crate) struct Forgotten {
+    _place: Option<Place>,
+    _polled: Option<KBox<Entry>>,
 }
 
 /// Room for more slots, allocated with the table's lock released.
@@ -94,10 +103,13 @@ impl Table {
     }
 
     /// Records that lane `i` (not the first) runs, or, with `None`, that
-    /// its thread stopped, after handing back its vqs.
-    pub(crate) fn set_lane(&mut self, i: usize, ring: Option<Arc<Ring>>) {
-        if let Some(slot) = self.lanes.get_mut(i).filter(|_| i > 0) {
-            *slot = ring;
+    /// its thread stopped, after handing back its vqs. Returns what was
+    /// there, for the caller to drop without the table's lock.
+    #[must_use = "dropped without the table's lock"]
+    pub(crate) fn set_lane(&mut self, i: usize, ring: Option<Arc<Ring>>) -> Option<Arc<Ring>> {
+        match self.lanes.get_mut(i).filter(|_| i > 0) {
+            Some(slot) => core::mem::replace(slot, ring),
+            None => ring,
         }
     }
 
@@ -307,16 +319,19 @@ impl Table {
     }
 
     /// Forgets `vq`'s entry (vhost detaches it): out of poll mode first,
-    /// to keep the counts right.
-    pub(crate) fn forget(&mut self, vq: &VqState, now: Jiffy, p: &Params) {
+    /// to keep the counts right. Returns what it took out, for the caller
+    /// to drop without the table's lock.
+    #[must_use = "dropped without the table's lock"]
+    pub(crate) fn forget(&mut self, vq: &VqState, now: Jiffy, p: &Params) -> Forgotten {
         let slot = vq.slot.load(Relaxed);
         let (lane, pos) = match self.slots.get(slot) {
             Some(place) if core::ptr::eq(place.vq(), vq) => match place {
                 Place::Here(_) => (None, 0),
                 Place::Polled { lane, pos, .. } => (Some(*lane), *pos),
             },
-            _ => return,
+            _ => return Forgotten::default(),
         };
+        let mut polled_entry = None;
         if let Some(ring) = lane.and_then(|l| self.lanes.get(l).cloned().flatten()) {
             let mut polled = ring.polled.lock();
             // Only this slot's own entry: `pos` is in this ring.
@@ -325,9 +340,13 @@ impl Table {
                 // vhost takes the vq out of poll mode itself; this keeps
                 // the counters right.
                 gone.entry.stop(Exit::Detach, now, p);
+                polled_entry = Some(gone.entry);
             }
         }
-        let _ = self.slots.remove(slot);
+        Forgotten {
+            _place: self.slots.remove(slot),
+            _polled: polled_entry,
+        }
     }
 
     /// Calls `f` with each entry, in slot order, and its lane's ring

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The polling threads (lanes): how many, and which one a virtqueue goes
-//! to. (The order of visits within a pass is the table's: each lane's
-//! ring turns by one a pass, `table.rs`.)
+//! to. (The order of visits within a pass is the lane's own: its ring
+//! turns by one a pass, `ring.rs` and `Slots::turn`.)
 
 /// The most polling threads there may be (`poll_threads` above this
 /// counts as this).

@@ -6,9 +6,10 @@
 //!
 //! - [`Kicks`] (a virtqueue, lock-free, any context): a kick in
 //!   notification mode asks for a start or not.
-//! - [`VqPolicy`] (a virtqueue, under the table's lock): a start request
-//!   goes on a lane or is refused until a jiffy; a visit stays or exits,
-//!   and why; an exit sets what the next start may do.
+//! - [`VqPolicy`] (a virtqueue; under the table's lock while in
+//!   notification mode, under its lane's ring lock while polled): a start
+//!   request goes on a lane or is refused until a jiffy; a visit stays or
+//!   exits, and why; an exit sets what the next start may do.
 //! - [`LanePolicy`] (a polling thread, its own): after a pass, go on,
 //!   pause or yield, and whether to hand every virtqueue back.
 //! - [`Budget`] (all polling workers, under the table's lock): whether
