@@ -19,11 +19,11 @@ const EMPTY_PASS_PAUSE_US: u32 = 2;
 const UML_EMPTY_PASS_PAUSE_US: u32 = 50;
 
 /// Lets a pass's pause go by. A busy wait on hardware: a sleep would cost
-/// a wake-up, and the lane polls to be there at once. A sleep on UML:
+/// a wake-up, and the thread polls to be there at once. A sleep on UML:
 /// with simulated time (`time-travel=inf-cpu`) a busy wait charges the
 /// time to this thread, which the scheduler then keeps off the CPU for as
 /// long as tasks that ran in no simulated time stay runnable, while a sleep
-/// moves the clock, and so `jiffies`, charged to no task. A lane is a
+/// moves the clock, and so `jiffies`, charged to no task. A thread is a
 /// kernel thread outside atomic context: it may sleep.
 pub(crate) fn pause() {
     if cfg!(CONFIG_UML) {
@@ -40,14 +40,14 @@ pub(crate) fn nap(us: u32) {
     compat::sleep_idle_us(us);
 }
 
-/// Sleeps to the next jiffy (`Pause::Tick`): the lane only counts the
+/// Sleeps to the next jiffy (`Pause::Tick`): the thread only counts the
 /// work of virtqueues their own workers poll, once a jiffy.
 pub(crate) fn tick() {
     delay::sleep_jiffy();
 }
 
 /// Lets the tasks waiting for the CPU run first (`Pause::Yield`) after a
-/// pass that `found` work or not: a yield, so that the lane polls again
+/// pass that `found` work or not: a yield, so that the thread polls again
 /// as soon as the CPU is free. On UML, whose one CPU always has others
 /// waiting, the rule before the yield: a pause (a sleep) after a pass
 /// that found nothing, for under simulated time a task that never sleeps

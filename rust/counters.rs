@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The counters users read in debugfs (`stats.rs`): a row per virtqueue
-//! and a row per lane. Each is a relaxed atomic, read for display only:
+//! and a row per thread. Each is a relaxed atomic, read for display only:
 //! no decision reads one.
 
 use crate::compat;
@@ -13,17 +13,17 @@ use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 pub(crate) struct VqCounters {
     /// Kicks received, in either mode.
     pub(crate) kicks: AtomicU64,
-    /// Visits of a lane whose handler run took buffers.
+    /// Visits of a thread whose handler run took buffers.
     pub(crate) poll_work: AtomicU64,
     /// Kicks received in notification mode: each one woke the vq's handler.
     pub(crate) notify_work: AtomicU64,
-    /// Visits of a lane that found nothing to take.
+    /// Visits of a thread that found nothing to take.
     pub(crate) empty_polls: AtomicU64,
     /// Entries into poll mode.
     pub(crate) enters: AtomicU64,
     /// Exits from poll mode.
     pub(crate) exits: AtomicU64,
-    /// Starts refused: every lane was contended, or this vq cooling down.
+    /// Starts refused: every thread was contended, or this vq cooling down.
     pub(crate) refused: AtomicU64,
     /// Visits that queued the handler: each did what a kick would have.
     pub(crate) queued: AtomicU64,
@@ -39,37 +39,37 @@ pub(crate) struct VqCounters {
     /// Its share of the time its own worker spent polling, in
     /// nanoseconds (shown in microseconds): CPU its owner is charged for.
     pub(crate) spin_ns: AtomicU64,
-    /// Handler runs a lane queued to a worker on another CPU than its
+    /// Handler runs a thread queued to a worker on another CPU than its
     /// own: wake-ups that crossed CPUs, unless the worker ran already
     /// (the owner's cpuset, or the admin's placement, keeps the worker
-    /// off the lane's CPU).
+    /// off the thread's CPU).
     pub(crate) crossed: AtomicU64,
-    /// Handler runs a lane queued to a worker on its own CPU, which it
+    /// Handler runs a thread queued to a worker on its own CPU, which it
     /// then gave the CPU to: no wake-up crossed CPUs.
     pub(crate) handed: AtomicU64,
 }
 
-/// Counters of one lane, as `/sys/kernel/debug/vhost_poll/threads` shows
+/// Counters of one thread, as `/sys/kernel/debug/vhost_poll/threads` shows
 /// them.
 #[derive(Default)]
-pub(crate) struct LaneCounters {
+pub(crate) struct ThreadCounters {
     pub(crate) pid: AtomicI64,
     pub(crate) passes: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     pub(crate) idle_ns: AtomicU64,
     pub(crate) mm_switches: AtomicU64,
-    /// Passes after which the lane yielded to tasks waiting for its CPU.
+    /// Passes after which the thread yielded to tasks waiting for its CPU.
     pub(crate) yields: AtomicU64,
     /// The time until it ran again, in microseconds.
     pub(crate) yield_us: AtomicU64,
-    /// Starts refused (the first lane serves them all).
+    /// Starts refused (the first thread serves them all).
     pub(crate) refused: AtomicU64,
     /// Visits made in passes that found no work, and those passes' time
     /// from their first visit to the end of their last, in ns: what an
     /// empty visit costs, address-space switches between owners included.
     pub(crate) empty_visits: AtomicU64,
     pub(crate) empty_visit_ns: AtomicU64,
-    /// Entries the first lane looked at to serve start requests: one a
+    /// Entries the first thread looked at to serve start requests: one a
     /// request, or the whole table when the queue of requests overflowed.
     pub(crate) served: AtomicU64,
     /// Naps between passes, the rings being quiet, and their asked
@@ -81,7 +81,7 @@ pub(crate) struct LaneCounters {
     pub(crate) asleep: AtomicBool,
 }
 
-impl LaneCounters {
+impl ThreadCounters {
     /// Ends the current busy or idle period and starts one of the other
     /// kind (`asleep`).
     pub(crate) fn period(&self, asleep: bool) {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A lane's bookkeeping for one virtqueue: its policy (mode, idle window,
+//! A thread's bookkeeping for one virtqueue: its policy (mode, idle window,
 //! cool-down) and the transitions between the modes, which carry out
 //! what the policy decided.
 
-use crate::lane::Lane;
 use crate::policy::{Exit, Jiffy, Params, Seen, Start, ThreadLoad, Visited, VqPolicy};
+use crate::thread::Thread;
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 use kernel::{
@@ -17,16 +17,16 @@ use kernel::{
 ///
 /// # Invariants
 ///
-/// While `policy` is in poll mode its lane counts this entry in
-/// `Lane::polled`, once (and the entry is in the lane's ring:
+/// While `policy` is in poll mode its thread counts this entry in
+/// `Thread::polled`, once (and the entry is in the thread's ring:
 /// `Table::start`, `Table::settle`); `vq.poll_mode` is set only in poll mode
 /// (vhost may clear it first: quiesce, watchdog).
 pub(crate) struct Entry {
     vq: Arc<VqState>,
-    policy: VqPolicy<Arc<Lane>>,
-    /// The lane that polls it, or did last (for the counters).
-    last_lane: usize,
-    /// Its own worker polls it, and its lane only counts its work: as
+    policy: VqPolicy<Arc<Thread>>,
+    /// The thread that polls it, or did last (for the counters).
+    last_thread: usize,
+    /// Its own worker polls it, and its thread only counts its work: as
     /// `poll_cpus` said at its last start (empty: its own worker polls).
     in_worker: bool,
 }
@@ -38,7 +38,7 @@ impl Entry {
         Self {
             vq,
             policy: VqPolicy::new(),
-            last_lane: 0,
+            last_thread: 0,
             in_worker: false,
         }
     }
@@ -53,21 +53,21 @@ impl Entry {
         self.vq.clone()
     }
 
-    /// Whether it is in poll mode, as the lanes see it.
+    /// Whether it is in poll mode, as the threads see it.
     pub(crate) fn is_polled(&self) -> bool {
         self.policy.is_polled()
     }
 
-    /// Whether `lane` polls it.
-    pub(crate) fn polled_by(&self, lane: &Lane) -> bool {
+    /// Whether `thread` polls it.
+    pub(crate) fn polled_by(&self, thread: &Thread) -> bool {
         self.policy
-            .lane()
-            .is_some_and(|l| core::ptr::eq(&**l, lane))
+            .thread()
+            .is_some_and(|l| core::ptr::eq(&**l, thread))
     }
 
-    /// The lane that polls it, or did last.
-    pub(crate) fn last_lane(&self) -> usize {
-        self.last_lane
+    /// The thread that polls it, or did last.
+    pub(crate) fn last_thread(&self) -> usize {
+        self.last_thread
     }
 
     /// Whether its own worker polls it (or did, at its last start).
@@ -81,7 +81,7 @@ impl Entry {
     }
 
     /// Its kicks asked for a start, at `now`: the policy's answer, given
-    /// the wanted lanes' loads.
+    /// the wanted threads' loads.
     pub(crate) fn start_request(
         &self,
         now: Jiffy,
@@ -106,10 +106,10 @@ impl Entry {
         self.policy.saves(now).filter(|_| self.in_worker)
     }
 
-    /// Puts it in poll mode, polled by `lane`, or by its own worker where
-    /// `p` says so (`lane` then counts its work): its own worker turns
+    /// Puts it in poll mode, polled by `thread`, or by its own worker where
+    /// `p` says so (`thread` then counts its work): its own worker turns
     /// notifications off. Returns whether it did.
-    pub(crate) fn start(&mut self, lane: &Arc<Lane>, now: Jiffy, p: &Params) -> bool {
+    pub(crate) fn start(&mut self, thread: &Arc<Thread>, now: Jiffy, p: &Params) -> bool {
         // Detached meanwhile, or no worker: leave it alone.
         let started = matches!(self.vq.handle.access(), Some(vq) if vq.start(polled_by(p)).is_ok());
         if !started {
@@ -122,10 +122,10 @@ impl Entry {
         // for what just happened; kicks from now on do not count. Left set,
         // the request would start polling again right after the next exit.
         self.vq.want_poll.store(false, Relaxed);
-        lane.add_polled();
-        self.last_lane = lane.index;
-        // INVARIANT: In poll mode, counted once by `lane`, just above.
-        self.policy.started(lane.clone(), now, p);
+        thread.add_polled();
+        self.last_thread = thread.index;
+        // INVARIANT: In poll mode, counted once by `thread`, just above.
+        self.policy.started(thread.clone(), now, p);
         self.vq.counters.enters.fetch_add(1, Relaxed);
         true
     }
@@ -134,7 +134,7 @@ impl Entry {
     /// notifications back on and runs its handler once, for what came in
     /// while they were off (the classic race) and what a run left; vhost
     /// does the same when it takes a vq back (quiesce, detach), and then
-    /// this only settles the books. Returns the number of the lane that
+    /// this only settles the books. Returns the number of the thread that
     /// polled it; a no-op in notification mode.
     pub(crate) fn stop(&mut self, why: Exit, now: Jiffy, p: &Params) -> Option<usize> {
         if !self.policy.is_polled() {
@@ -148,17 +148,17 @@ impl Entry {
         // Until now they were kicks of a polled vq, which count for nothing.
         self.vq.poll_mode.store(false, Relaxed);
         // INVARIANT: Back in notification mode, and no longer counted by
-        // its lane (below).
-        let lane = self.policy.stopped(now, why, p).map(|(lane, closed)| {
-            lane.remove_polled();
+        // its thread (below).
+        let thread = self.policy.stopped(now, why, p).map(|(thread, closed)| {
+            thread.remove_polled();
             // Its kicks need not ask before the cool-down ends.
             if let Some(until) = closed {
                 self.vq.kicks.close_until(until, why == Exit::Budget);
             }
-            lane.index
+            thread.index
         });
         self.vq.counters.exits.fetch_add(1, Relaxed);
-        lane
+        thread
     }
 
     /// Before a visit: the reason to leave poll mode without one, if any.
@@ -185,7 +185,7 @@ impl Entry {
     }
 }
 
-/// Who polls a virtqueue started with `p`: its own worker, or a lane's
+/// Who polls a virtqueue started with `p`: its own worker, or a thread's
 /// thread with `poll_stall_us` as the watchdog's bound.
 fn polled_by(p: &Params) -> PolledBy {
     if p.in_worker {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! How a lane's thread gets what needs its task (the lane's waker has
+//! How a polling thread gets what needs its task (the thread's waker has
 //! it), and so is made after the thread.
 
 use core::sync::atomic::{

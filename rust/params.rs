@@ -15,7 +15,7 @@ pub(crate) fn now() -> Params {
             max: m::poll_stop_idle_max.value(),
         },
         min_gain: m::poll_min_gain.value(),
-        threads: m::poll_threads.value(),
+        threads_written: m::poll_threads.value(),
         cpus: crate::placement::cpus_online_given(),
         max_kick_cost_us: m::poll_max_kick_cost.value(),
         max_nap_us: m::poll_max_nap.value(),

@@ -1,43 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Where a lane's thread runs: on the CPU `poll_cpus` gives it
-//! (`policy::lane_cpu`), or, with the list empty, wherever the scheduler
+//! Where a polling thread runs: on the CPU `poll_cpus` gives it
+//! (`policy::thread_cpu`), or, with the list empty, wherever the scheduler
 //! and the administrator put it.
 //!
 //! Each thread places itself, between passes: so a change reaches a
 //! thread that polls within one pass. A write of `poll_cpus`, and a CPU
 //! that comes online or starts going offline, change the list's
-//! generation and wake the first lane (`CpuListParam::watch`), which
+//! generation and wake the first thread (`CpuListParam::watch`), which
 //! wakes the others (`Placement::follow` says when); so a thread with
 //! nothing to poll moves too. A CPU on its way offline counts as offline
 //! already, so its threads leave it before it goes; and a thread the
 //! scheduler moved off its CPU anyway is seen where it runs, and placed
-//! again. No more lanes run than the list has CPUs online (`Params::cpus`,
-//! published here by the first lane): two threads on one CPU would each
+//! again. No more threads run than the list has CPUs online (`Params::cpus`,
+//! published here by the first thread): two threads on one CPU would each
 //! see the other as contention, and both hand everything back. With none
 //! of the listed CPUs online there is no bound and no placement: the
 //! threads run where the scheduler puts them.
 
 use crate::compat;
-use crate::policy::{cpus_online, lane_cpu, Params};
+use crate::policy::{cpus_online, thread_cpu, Params};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use kernel::prelude::*;
 
-/// `poll_cpus` listed CPUs when the first lane last read it.
+/// `poll_cpus` listed CPUs when the first thread last read it.
 static CPUS_GIVEN: AtomicBool = AtomicBool::new(false);
 
 /// Whether CPUs are given to polling (`poll_cpus` not empty), as the first
-/// lane last read the list: virtqueues are then polled by the lanes on
+/// thread last read the list: virtqueues are then polled by the threads on
 /// those CPUs, and otherwise by their own workers.
 pub(crate) fn cpus_given() -> bool {
     CPUS_GIVEN.load(Relaxed)
 }
 
-/// How many of the CPUs `poll_cpus` lists were online when the first lane
+/// How many of the CPUs `poll_cpus` lists were online when the first thread
 /// last read the list (`Params::cpus`).
 static CPUS_ONLINE: AtomicU32 = AtomicU32::new(0);
 
-/// The most lanes that may run, one per CPU given to polling and online;
+/// The most threads that may run, one per CPU given to polling and online;
 /// 0 for no bound (the list empty, or none of its CPUs online).
 pub(crate) fn cpus_online_given() -> u32 {
     CPUS_ONLINE.load(Relaxed)
@@ -57,7 +57,7 @@ pub(crate) fn max_workers(p: &Params) -> usize {
     n.max(1)
 }
 
-/// What a lane's thread last saw of the list and the CPUs.
+/// What a thread last saw of the list and the CPUs.
 pub(crate) struct Placement {
     /// The list's generation it was placed for, and whether that
     /// placement worked; `None` before the first.
@@ -87,10 +87,10 @@ impl Placement {
         self.seen.map(|(g, _)| g) != Some(crate::module_parameters::poll_cpus.generation())
     }
 
-    /// Places the thread of lane `index`, if the list or the online CPUs
+    /// Places the thread of thread `index`, if the list or the online CPUs
     /// changed since it last did, or its last placement failed, or it no
     /// longer runs where it was placed. Returns whether the list or the
-    /// online CPUs changed: the first lane then wakes the others, which
+    /// online CPUs changed: the first thread then wakes the others, which
     /// may be asleep. May sleep.
     pub(crate) fn follow(&mut self, index: usize) -> bool {
         let param = &crate::module_parameters::poll_cpus;
@@ -122,7 +122,7 @@ impl Placement {
             self.seen = Some((now, true));
             return changed;
         }
-        let target = lane_cpu(index, compat::listed(&set), |c| {
+        let target = thread_cpu(index, compat::listed(&set), |c| {
             compat::listed_online(param, c)
         });
         match compat::run_on(target) {

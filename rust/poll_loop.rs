@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The lanes' threads: `vhost-poll` and, when `poll_threads` asks for
+//! The polling threads: `vhost-poll` and, when `poll_threads` asks for
 //! more, `vhost-poll/1` and on, each visiting the rings of the virtqueues
-//! it polls, round robin. The first lane also serves the start requests
-//! (`Shared::serve`), and starts and stops the other lanes' threads; each
-//! lane settles the vqs vhost took back from it, at its next visit.
+//! it polls, round robin. The first thread also serves the start requests
+//! (`Shared::serve`), and starts and stops the other threads; each
+//! thread settles the vqs vhost took back from it, at its next visit.
 //!
-//! A pass walks the ring of the vqs the lane polls (`ring.rs`), with that
+//! A pass walks the ring of the vqs the thread polls (`ring.rs`), with that
 //! ring's lock only, so it costs those vqs, however many others are
-//! attached, and waits for no other lane.
+//! attached, and waits for no other thread.
 //!
-//! A lane runs no handler. When a ring has buffers it queues the vq's
+//! A thread runs no handler. When a ring has buffers it queues the vq's
 //! kick handler to the vq's own vhost worker, as a kick would; starts and
-//! stops are carried out by that worker too. A worker on the lane's own
+//! stops are carried out by that worker too. A worker on the thread's own
 //! CPU (an I/O core whose admin placed the workers there) is then given
 //! that CPU (`Pass::hand`): the handler runs at once, charged to its
 //! owner, with no wake-up crossing CPUs. So nothing an owner does to
 //! its rings, its memory or its vq mutex (a fault that does not resolve,
-//! a blocked ioctl, a busy loop) holds a lane up: it holds up that
+//! a blocked ioctl, a busy loop) holds a thread up: it holds up that
 //! owner's own worker, as it would without polling. See "Isolation and
 //! trust" in Documentation/design.rst.
 //!
@@ -27,12 +27,12 @@
 use crate::clock;
 use crate::compat::{self, ARef};
 use crate::handoff::Handoff;
-use crate::lane::{Lane, NAMES};
 use crate::mm_cursor::{drive, Step, Stepper};
 use crate::placement::Placement;
-use crate::policy::{Exit, LanePolicy, Params, PassSeen, Pause, THREADS_MAX};
+use crate::policy::{Exit, Params, PassSeen, Pause, ThreadPolicy, THREADS_MAX};
 use crate::ring::Ring;
 use crate::shared::Shared;
+use crate::thread::{Thread, NAMES};
 use crate::visit::{visit, Visit};
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
@@ -44,14 +44,14 @@ use kernel::{
     vhost_poller::{self, Quiescent},
 };
 
-/// Another lane's thread, as the first lane keeps it.
+/// Another thread, as the first thread keeps it.
 struct Helper {
-    thread: KThread,
-    lane: Arc<Lane>,
+    kthread: KThread,
+    thread: Arc<Thread>,
 }
 
-/// The other lanes' threads, kept by the first lane: `[0]`, the first
-/// lane's own place, stays empty.
+/// The other threads, kept by the first thread: `[0]`, the first
+/// thread's own place, stays empty.
 type Helpers = [Option<Helper>; THREADS_MAX];
 
 /// What a pass found so far, and where it goes on.
@@ -59,8 +59,8 @@ type Helpers = [Option<Helper>; THREADS_MAX];
 struct Pass {
     found: bool,
     paid: bool,
-    /// The next slot of the lane's ring to visit, once begun; `left`
-    /// visits at most (the vqs the lane polled when the pass began).
+    /// The next slot of the thread's ring to visit, once begun; `left`
+    /// visits at most (the vqs the thread polled when the pass began).
     next: Option<usize>,
     left: u32,
     /// Visits made, and when the first began (`compat::now_ns`; 0 before it).
@@ -72,9 +72,9 @@ struct Pass {
     counted: u32,
     /// A visit found a vq vhost's watchdog had taken back.
     stalled: bool,
-    /// The last workers on the lane's CPU it queued a handler to
+    /// The last workers on the thread's CPU it queued a handler to
     /// (`OWN_KEPT`, the oldest replaced): tasks that wait for the CPU
-    /// because of the lane, not others it holds up.
+    /// because of the thread, not others it holds up.
     own: [Option<ARef<Task>>; OWN_KEPT],
     own_next: usize,
 }
@@ -84,16 +84,16 @@ struct Pass {
 const OWN_KEPT: usize = 4;
 
 impl Pass {
-    /// Gives the lane's CPU to `worker`, which a visit queued a handler
-    /// to: the handler runs now, where the lane polled, charged to its
-    /// owner, and the lane runs again when it sleeps or its turn ends.
+    /// Gives the thread's CPU to `worker`, which a visit queued a handler
+    /// to: the handler runs now, where the thread polled, charged to its
+    /// owner, and the thread runs again when it sleeps or its turn ends.
     fn hand(&mut self, worker: ARef<Task>) {
         kthread::yield_to(&worker);
         self.own[self.own_next] = Some(worker);
         self.own_next = (self.own_next + 1) % OWN_KEPT;
     }
 
-    /// A worker it handed a handler to that still waits for the lane's
+    /// A worker it handed a handler to that still waits for the thread's
     /// CPU (a handler longer than its turn), if any.
     fn own_waiting(&self) -> Option<&Task> {
         self.own
@@ -104,18 +104,18 @@ impl Pass {
     }
 }
 
-/// One lane's loop, as its thread runs it.
-struct LaneLoop<'a> {
+/// One thread's loop, as its thread runs it.
+struct ThreadLoop<'a> {
     shared: &'a Arc<Shared>,
     ring: &'a Arc<Ring>,
-    lane: &'a Arc<Lane>,
-    /// The first lane's: the other lanes' threads.
+    thread: &'a Arc<Thread>,
+    /// The first thread's: the other threads.
     helpers: Option<&'a mut Helpers>,
-    /// The number of lanes the first one last started or stopped for.
+    /// The number of threads the first one last started or stopped for.
     running: usize,
-    /// The first lane's: no lane it asked to retire is still running.
+    /// The first thread's: no thread it asked to retire is still running.
     settled: bool,
-    policy: LanePolicy,
+    policy: ThreadPolicy,
     /// The pass under way, if any.
     pass: Option<Pass>,
     /// The slot whose visit waits for its address space to be entered.
@@ -126,71 +126,71 @@ struct LaneLoop<'a> {
     /// Where its thread runs (`poll_cpus`).
     placement: Placement,
     /// When the last pass's pause ended (`compat::now_ns`), or 0 after a sleep:
-    /// the lane's time per pass is counted from there.
+    /// the thread's time per pass is counted from there.
     since_pass_ns: i64,
     /// Its reports of RCU quiescent states while it spins.
     quiescent: Quiescent,
 }
 
-impl LaneLoop<'_> {
+impl ThreadLoop<'_> {
     /// Nothing to poll: sleeps until a kick reaches the rate or vhost
-    /// asks for something (the first lane), or a vq is placed on this
-    /// lane (the others), or `poll_cpus` is written. Not while a lane it
-    /// asked to retire has finished (the first lane: it stops that
+    /// asks for something (the first thread), or a vq is placed on this
+    /// thread (the others), or `poll_cpus` is written. Not while a thread it
+    /// asked to retire has finished (the first thread: it stops that
     /// thread first), nor once asked to retire (the others). In no
     /// address space.
     fn sleep(&mut self) {
-        let c = &self.lane.counters;
+        let c = &self.thread.counters;
         c.period(true);
         kthread::sleep_unless(|| {
-            self.lane.waker.is_pending()
+            self.thread.waker.is_pending()
                 || self.placement.is_stale()
-                || self.lane.retiring()
+                || self.thread.retiring()
                 || self.reap_due()
         });
         c.period(false);
     }
 
-    /// The first lane's: a lane it asked to retire, or that retired
+    /// The first thread's: a thread it asked to retire, or that retired
     /// itself, has finished, and its thread is to be stopped.
     fn reap_due(&self) -> bool {
         self.helpers
             .as_deref()
-            .is_some_and(|h| h.iter().flatten().any(|x| x.lane.finished()))
+            .is_some_and(|h| h.iter().flatten().any(|x| x.thread.finished()))
     }
 
-    /// Between passes: keeps the wanted lanes running (the first lane),
-    /// hands back a lane no longer wanted, serves the requests. Returns
-    /// how many vqs this lane polls.
+    /// Between passes: keeps the wanted threads running (the first thread),
+    /// hands back a thread no longer wanted, serves the requests. Returns
+    /// how many vqs this thread polls.
     fn between_passes(&mut self) -> u32 {
-        if self.placement.follow(self.lane.index) && self.helpers.is_some() {
-            // `poll_cpus` or the online CPUs changed: the other lanes may
+        if self.placement.follow(self.thread.index) && self.helpers.is_some() {
+            // `poll_cpus` or the online CPUs changed: the other threads may
             // be asleep.
-            self.shared.for_each_lane(|lane| {
-                if lane.index != 0 {
-                    lane.waker.wake();
+            self.shared.for_each_thread(|thread| {
+                if thread.index != 0 {
+                    thread.waker.wake();
                 }
             });
         }
         let p = crate::params::now();
-        let wanted = p.lanes();
+        let wanted = p.threads();
         let due = self.reap_due();
         if let Some(helpers) = self.helpers.as_deref_mut() {
             if wanted != self.running || !self.settled || due {
                 self.settled = resize(self.shared, helpers, &p, wanted != self.running);
                 self.running = wanted;
             }
-        } else if LanePolicy::retired(self.lane.index, &p) {
-            // Fewer lanes wanted, whether or not the first lane is awake
+        } else if ThreadPolicy::retired(self.thread.index, &p) {
+            // Fewer threads wanted, whether or not the first thread is awake
             // to ask: this one hands back and returns (`step`), and the
-            // first lane, woken as it finishes, stops its thread.
-            self.lane.retire();
+            // first thread, woken as it finishes, stops its thread.
+            self.thread.retire();
         }
         if self.helpers.is_none() {
-            // Another lane's wake-ups ask only for a pass (and the looks
+            // Another thread's wake-ups ask only for a pass (and the looks
             // at placement and `poll_threads` above): no lock.
-            self.lane.waker.take();
-        } else if self.lane.waker.is_pending() {
+            self.thread.waker.take();
+        } else if self.thread.waker.is_pending() {
             // Requests to serve, under the table's lock; not on every
             // pass, so that a walk of the table (the counters' snapshot)
             // holds up no pass (a wake-up after this read is seen at
@@ -198,13 +198,13 @@ impl LaneLoop<'_> {
             let mut table = self.shared.table.lock();
             self.shared.serve(&mut table, &p);
         }
-        self.lane.polled()
+        self.thread.polled()
     }
 
     /// After a pass: counts it, and pauses and hands back as the policy
     /// says.
     fn after_pass(&mut self, pass: Pass) {
-        let c = &self.lane.counters;
+        let c = &self.thread.counters;
         c.passes.fetch_add(1, Relaxed);
         let p = crate::params::now();
         let empty = !pass.found && pass.visits > 0;
@@ -224,10 +224,10 @@ impl LaneLoop<'_> {
         } else {
             pass.started_ns
         };
-        // A worker of the lane's still waiting for its CPU is given it
-        // again. Whoever waits once it has run is another task the lane
+        // A worker of the thread's still waiting for its CPU is given it
+        // again. Whoever waits once it has run is another task the thread
         // holds up; while one still waits (a handler longer than its
-        // turn), the lane cannot tell, and counts nobody.
+        // turn), the thread cannot tell, and counts nobody.
         let mut own = pass.own_waiting();
         if let Some(worker) = own {
             kthread::yield_to(worker);
@@ -246,23 +246,25 @@ impl LaneLoop<'_> {
                 u64::try_from(end_ns - from).unwrap_or(0)
             },
             queued: pass.queued,
-            // Read for an empty pass: what a quiet lane's nap needs.
+            // Read for an empty pass: what a quiet thread's nap needs.
             end_ns: if empty {
                 u64::try_from(end_ns).unwrap_or(0)
             } else {
                 0
             },
             // A nap is not cut short: none while a wake-up or a stop waits.
-            asked: self.lane.waker.is_pending() || kthread::should_stop() || self.lane.retiring(),
+            asked: self.thread.waker.is_pending()
+                || kthread::should_stop()
+                || self.thread.retiring(),
             counted_only: pass.visits > 0 && pass.counted == pass.visits,
             stalled: pass.stalled,
         };
         let now = clock::now();
         let after = self.policy.after_pass(now, seen, &p);
-        self.lane.set_contended(self.policy.contended());
-        self.lane.set_held(self.policy.held_until(now));
+        self.thread.set_contended(self.policy.contended());
+        self.thread.set_held(self.policy.held_until(now));
         if let Some(why) = after.hand_back {
-            self.shared.hand_back(self.lane, why);
+            self.shared.hand_back(self.thread, why);
             // Its slot is free, or another vq's: the next pass begins at
             // the ring's head.
             self.pending = None;
@@ -288,7 +290,7 @@ impl LaneLoop<'_> {
         kthread::cond_resched();
         self.quiescent.report();
         // The next pass's time counts from here; time given to others
-        // after a yield is not the lane's.
+        // after a yield is not the thread's.
         self.since_pass_ns =
             if timed && !matches!(after.pause, Pause::Yield | Pause::Nap(_) | Pause::Tick) {
                 compat::now_ns()
@@ -298,7 +300,7 @@ impl LaneLoop<'_> {
     }
 }
 
-impl Stepper for LaneLoop<'_> {
+impl Stepper for ThreadLoop<'_> {
     fn step(&mut self, scope: Option<&MmScope<'_>>) -> Step {
         let mut pass = match self.pass.take() {
             Some(pass) => pass,
@@ -310,17 +312,17 @@ impl Stepper for LaneLoop<'_> {
                 if kthread::should_stop() {
                     return Step::Done;
                 }
-                // A lane asked to retire, or that sees itself retired
+                // A thread asked to retire, or that sees itself retired
                 // there, hands back and returns (`run`).
                 let polled = self.between_passes();
-                if self.lane.retiring() {
+                if self.thread.retiring() {
                     return Step::Done;
                 }
                 if polled == 0 {
                     self.pending = None;
                     self.since_pass_ns = 0;
                     self.policy.rested();
-                    self.lane.set_contended(false);
+                    self.thread.set_contended(false);
                     if scope.is_some() {
                         self.sleep_next = true;
                         return Step::Leave;
@@ -331,9 +333,9 @@ impl Stepper for LaneLoop<'_> {
                 Pass::default()
             }
         };
-        // One pass: each vq this lane polls once, one handler run each.
+        // One pass: each vq this thread polls once, one handler run each.
         loop {
-            if self.lane.waker.is_pending() || kthread::should_stop() {
+            if self.thread.waker.is_pending() || kthread::should_stop() {
                 break;
             }
             let mut polled = self.ring.polled.lock();
@@ -342,14 +344,14 @@ impl Stepper for LaneLoop<'_> {
                 (Some(pos), None) => {
                     // The visit that waited for its address space, when a
                     // wake-up ended its pass: it begins this one.
-                    pass.left = self.lane.polled();
+                    pass.left = self.thread.polled();
                     pass.started_ns = compat::now_ns();
                     pos
                 }
                 (None, Some(_)) if pass.left == 0 => break,
                 (None, Some(pos)) => pos,
                 (None, None) => {
-                    pass.left = self.lane.polled();
+                    pass.left = self.thread.polled();
                     pass.started_ns = compat::now_ns();
                     match polled.turn() {
                         Some(pos) => pos,
@@ -357,9 +359,12 @@ impl Stepper for LaneLoop<'_> {
                     }
                 }
             };
-            // Read before the visit, whose exit the lane settles next.
+            // Read before the visit, whose exit the thread settles next.
             let after = polled.next(pos);
-            let Some(x) = polled.get_mut(pos).filter(|x| x.entry.polled_by(self.lane)) else {
+            let Some(x) = polled
+                .get_mut(pos)
+                .filter(|x| x.entry.polled_by(self.thread))
+            else {
                 // Stopped since the last step (detach, a hand-back): the
                 // pass ends here, and the next begins at the ring's head.
                 break;
@@ -393,7 +398,7 @@ impl Stepper for LaneLoop<'_> {
             drop(polled);
             if stopped {
                 // Back to the table, with its lock: not held above.
-                self.shared.settle(self.lane);
+                self.shared.settle(self.thread);
             }
             // With no lock held: the worker may run for a while.
             if let Some(worker) = here {
@@ -410,32 +415,35 @@ impl Stepper for LaneLoop<'_> {
             return;
         };
         let mut polled = self.ring.polled.lock();
-        if let Some(x) = polled.get_mut(pos).filter(|x| x.entry.polled_by(self.lane)) {
+        if let Some(x) = polled
+            .get_mut(pos)
+            .filter(|x| x.entry.polled_by(self.thread))
+        {
             x.entry
                 .stop(Exit::Error, clock::now(), &crate::params::now());
         }
         drop(polled);
-        self.shared.settle(self.lane);
+        self.shared.settle(self.thread);
     }
 }
 
-/// The loop of `lane`'s thread. The first lane passes `helpers`, the
-/// others' places: it serves the requests and keeps the wanted lanes
+/// The loop of `thread`'s thread. The first thread passes `helpers`, the
+/// others' places: it serves the requests and keeps the wanted threads
 /// running, and stops them all before it returns.
 fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
-    let lane = &ring.lane;
-    let c = &lane.counters;
+    let thread = &ring.thread;
+    let c = &thread.counters;
     let pid = current!().pid();
     c.pid.store(pid.into(), Relaxed);
     c.since_ns.store(compat::now_ns(), Relaxed);
-    let mut lane_loop = LaneLoop {
+    let mut thread_loop = ThreadLoop {
         shared,
         ring,
-        lane,
+        thread,
         helpers,
         running: 1,
         settled: true,
-        policy: LanePolicy::new(),
+        policy: ThreadPolicy::new(),
         pass: None,
         pending: None,
         sleep_next: false,
@@ -443,31 +451,31 @@ fn run(shared: &Arc<Shared>, ring: &Arc<Ring>, helpers: Option<&mut Helpers>) {
         since_pass_ns: 0,
         quiescent: Quiescent::default(),
     };
-    drive(c, &mut lane_loop);
-    if let Some(helpers) = lane_loop.helpers.as_deref_mut() {
+    drive(c, &mut thread_loop);
+    if let Some(helpers) = thread_loop.helpers.as_deref_mut() {
         // The others first: each returns its vqs as it stops.
         stop_all(shared, helpers);
     }
-    shared.hand_back(lane, Exit::Off);
+    shared.hand_back(thread, Exit::Off);
     c.period(true);
-    if lane.index != 0 {
-        // Retired or stopped: the first lane may stop it now without
+    if thread.index != 0 {
+        // Retired or stopped: the first thread may stop it now without
         // waiting for it (`resize`).
-        lane.finish();
-        shared.first.lane.waker.wake();
+        thread.finish();
+        shared.first.thread.waker.wake();
     }
 }
 
-/// Stops lane `i`'s thread, whose lane handed everything back or is
-/// asked to (`kthread_stop()`), and forgets its lane: a thread stopped
+/// Stops thread `i`'s thread, whose thread handed everything back or is
+/// asked to (`kthread_stop()`), and forgets its thread: a thread stopped
 /// before it ever ran handed nothing back, so what its ring still holds
 /// goes back here.
 fn reap(shared: &Arc<Shared>, helper: Helper, i: usize) {
-    helper.thread.stop();
+    helper.kthread.stop();
     shared.retire(i);
 }
 
-/// Stops every other lane's thread, waiting for each (the first lane's
+/// Stops every other thread, waiting for each (the first thread's
 /// thread returns).
 fn stop_all(shared: &Arc<Shared>, helpers: &mut Helpers) {
     for i in (1..THREADS_MAX).rev() {
@@ -477,19 +485,19 @@ fn stop_all(shared: &Arc<Shared>, helpers: &mut Helpers) {
     }
 }
 
-/// Moves the lanes' threads towards what `p` wants, with `helpers[i]`
-/// running lane `i`, and returns whether they are there. It does not wait
-/// for a thread to run: a lane no longer wanted is asked to retire (it
+/// Moves the threads towards what `p` wants, with `helpers[i]`
+/// running thread `i`, and returns whether they are there. It does not wait
+/// for a thread to run: a thread no longer wanted is asked to retire (it
 /// hands its vqs back and returns when it next runs, and gets no vq
 /// meanwhile), and its thread is stopped once it says it finished, which
-/// wakes the first lane, the caller, holding no lock. (`kthread_stop()`
+/// wakes the first thread, the caller, holding no lock. (`kthread_stop()`
 /// then waits for the thread's last steps, from `finish` to its exit: a
 /// thread preempted just there for long would still hold it up.) A
 /// thread kept off its CPU (a real-time task there) thus holds up
-/// neither the first lane's requests nor its passes, and its vqs are the
+/// neither the first thread's requests nor its passes, and its vqs are the
 /// watchdog's meanwhile.
 /// New threads are started only when `changed` (`poll_threads` was
-/// written) or a lane was just stopped: a start that failed waits for
+/// written) or a thread was just stopped: a start that failed waits for
 /// the next write.
 fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, p: &Params, changed: bool) -> bool {
     let (mut settled, mut reaped) = (true, false);
@@ -497,22 +505,22 @@ fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, p: &Params, changed: bool
         let Some(helper) = place.as_ref() else {
             continue;
         };
-        if helper.lane.finished() {
+        if helper.thread.finished() {
             if let Some(helper) = place.take() {
                 reap(shared, helper, i);
                 reaped = true;
             }
-        } else if LanePolicy::retired(i, p) || helper.lane.retiring() {
+        } else if ThreadPolicy::retired(i, p) || helper.thread.retiring() {
             // Wanted again before it finished: it finishes first, and a
             // new thread takes its place then.
-            helper.lane.retire();
+            helper.thread.retire();
             settled = false;
         }
     }
     if !changed && !reaped {
         return settled;
     }
-    for (i, place) in helpers.iter_mut().enumerate().take(p.lanes()).skip(1) {
+    for (i, place) in helpers.iter_mut().enumerate().take(p.threads()).skip(1) {
         if place.is_some() {
             continue;
         }
@@ -529,30 +537,30 @@ fn resize(shared: &Arc<Shared>, helpers: &mut Helpers, p: &Params, changed: bool
     settled
 }
 
-/// Starts lane `i`'s thread, with a lane of its own in the table.
+/// Starts thread `i`'s thread, with a thread of its own in the table.
 fn spawn(shared: &Arc<Shared>, i: usize) -> Result<Helper> {
     let handoff = Handoff::new()?;
     let (thread_shared, thread_handoff) = (shared.clone(), handoff.clone());
     let name = NAMES.get(i).copied().ok_or(EINVAL)?;
-    let thread = KThread::run(name, move || {
+    let kthread = KThread::run(name, move || {
         if let Some(ring) = thread_handoff.wait() {
             run(&thread_shared, &ring, None);
         }
     })?;
-    // On error, dropping `thread` stops it before it got a lane.
-    let ring = Ring::new(Lane::new(i, thread.task().into())?)?;
-    let before = shared.table.lock().set_lane(i, Some(ring.clone()));
+    // On error, dropping `kthread` stops it before it got a thread.
+    let ring = Ring::new(Thread::new(i, kthread.task().into())?)?;
+    let before = shared.table.lock().set_thread(i, Some(ring.clone()));
     // None (the place was free); dropped without the table's lock anyway.
     drop(before);
     handoff.give(ring.clone());
-    ring.lane.waker.wake();
+    ring.thread.waker.wake();
     Ok(Helper {
-        thread,
-        lane: ring.lane.clone(),
+        kthread,
+        thread: ring.thread.clone(),
     })
 }
 
-/// The first lane's thread: waits for its `Shared`, then runs, starting
+/// The first thread: waits for its `Shared`, then runs, starting
 /// and stopping the others; returns at once if stopped before it got one.
 pub(crate) fn run_first(handoff: Arc<Handoff<Arc<Shared>>>) {
     if let Some(shared) = handoff.wait() {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! vhost's callbacks: a virtqueue shown (attach), kicked, taken back
-//! (quiesce) or gone (detach). The request protocol with the first lane
+//! (quiesce) or gone (detach). The request protocol with the first thread
 //! is a flag per virtqueue (`want_poll`, `poll_mode`), the queue of
 //! requests (`requests.rs`) and the waker:
 //! kicks and quiesce take no lock; attach and detach change the table
-//! under its lock, for one short step of a lane at most.
+//! under its lock, for one short step of a thread at most.
 
 use crate::counters::VqCounters;
 use crate::entry::Entry;
@@ -30,7 +30,7 @@ impl Poller for Shared {
     fn attach(this: ArcBorrow<'_, Self>, vq: Vq) -> Option<Arc<VqState>> {
         // vhost is attaching `vq`: it is alive.
         let (device, index) = vq.access().map(|vq| (vq.device(), vq.index()))?;
-        // Allocated before the table's lock, which the lanes take between
+        // Allocated before the table's lock, which the threads take between
         // passes: an allocation may wait for reclaim.
         let state = Arc::new(
             VqState {
@@ -48,7 +48,7 @@ impl Poller for Shared {
             GFP_KERNEL,
         )
         .ok()?;
-        // Boxed, so that moving it between the table and a lane's ring is
+        // Boxed, so that moving it between the table and a thread's ring is
         // a pointer's move, and their slots stay small.
         let mut entry = KBox::new(Entry::new(state.clone()), GFP_KERNEL).ok()?;
         loop {
@@ -86,7 +86,7 @@ impl Poller for Shared {
     fn quiesce(_this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>, why: StopReason) {
         // vhost took the vq back already: from now on its kicks are
         // notifications, and count toward a start; those counted before
-        // must not start polling again. A lane settles the books at its
+        // must not start polling again. A thread settles the books at its
         // next step (`Shared::serve`, `visit`), when its thread runs: the
         // watchdog's reason waits for it in `stalled`, set first.
         if why == StopReason::Stalled {
@@ -99,9 +99,9 @@ impl Poller for Shared {
     }
 
     fn detach(this: ArcBorrow<'_, Self>, data: ArcBorrow<'_, VqState>) {
-        // A lane may still be in the owner's address space: it holds a
+        // A thread may still be in the owner's address space: it holds a
         // user reference of its own, so vhost may let go of its own now,
-        // and the lane leaves at its next switch or sleep.
+        // and the thread leaves at its next switch or sleep.
         this.forget(&data);
     }
 }

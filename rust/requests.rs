@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Start requests on their way to the first lane: the table slots of the
+//! Start requests on their way to the first thread: the table slots of the
 //! virtqueues whose kicks asked for polling, in a bounded queue that any
-//! context fills without a lock (the kick hook) and the first lane
+//! context fills without a lock (the kick hook) and the first thread
 //! empties, so that serving costs the requests, not the table. When the
-//! queue is full, a flag says so, and the first lane walks the whole
+//! queue is full, a flag says so, and the first thread walks the whole
 //! table once instead.
 //!
 //! The queue is a ring of cells, each with a sequence number that says
 //! whose turn it is: the pusher that wins position `pos` (a
 //! compare-exchange on `tail`) writes the cell and then its sequence,
-//! `pos + 1`, which gives the cell to the first lane; the first lane reads
+//! `pos + 1`, which gives the cell to the first thread; the first thread reads
 //! it and sets the sequence to `pos + CAP`, which gives the cell to the
 //! pusher of the next round. A pusher between its two steps holds up the
-//! first lane at that cell only until it wakes it, which every pusher
+//! first thread at that cell only until it wakes it, which every pusher
 //! does after its push (`ask`).
 
 use crate::waker::Waker;
@@ -40,11 +40,11 @@ pub(crate) enum Asked {
     Any,
 }
 
-/// The start requests, and the first lane's waker.
+/// The start requests, and the first thread's waker.
 ///
 /// # Invariants
 ///
-/// `cells` has [`Requests::CAP`] cells. Only the first lane takes, under the table's
+/// `cells` has [`Requests::CAP`] cells. Only the first thread takes, under the table's
 /// lock: `head` has one writer.
 pub(crate) struct Requests {
     cells: KVec<Cell>,
@@ -54,18 +54,18 @@ pub(crate) struct Requests {
     head: AtomicUsize,
     /// A push found the queue full.
     overflow: AtomicBool,
-    /// The first lane's.
+    /// The first thread's.
     waker: Arc<Waker>,
 }
 
 impl Requests {
     /// Requests the queue holds before it overflows: one per vq that asked
-    /// since the first lane last served, which is more than a few only in
+    /// since the first thread last served, which is more than a few only in
     /// a storm of new owners, where a walk of the table costs little
     /// beside it.
     pub(crate) const CAP: usize = 256;
 
-    /// An empty queue whose requests wake `waker`'s lane.
+    /// An empty queue whose requests wake `waker`'s thread.
     pub(crate) fn new(waker: Arc<Waker>) -> Result<Arc<Self>> {
         let mut cells = KVec::with_capacity(Self::CAP, GFP_KERNEL)?;
         for pos in 0..Self::CAP {
@@ -90,13 +90,13 @@ impl Requests {
         )?)
     }
 
-    /// Asks the first lane to serve the vq in table slot `slot`, and wakes
+    /// Asks the first thread to serve the vq in table slot `slot`, and wakes
     /// it. Any context: no lock, no allocation, no wait but for other
     /// pushers' compare-exchanges.
     pub(crate) fn ask(&self, slot: usize) {
         if slot == usize::MAX || !self.push(slot) {
             // Not in the table yet (cannot be: vhost kicks a vq only after
-            // its attach), or no room: the first lane walks the table.
+            // its attach), or no room: the first thread walks the table.
             self.overflow.store(true, Relaxed);
         }
         // Its `Release` orders the push, or the flag, before the wake-up,
@@ -136,9 +136,9 @@ impl Requests {
         }
     }
 
-    /// Takes the next request, if any: the first lane, with the table
+    /// Takes the next request, if any: the first thread, with the table
     /// locked, after `Waker::take`. `None` when the queue is empty, or its
-    /// next cell is still being written (its pusher wakes the lane after).
+    /// next cell is still being written (its pusher wakes the thread after).
     pub(crate) fn take(&self) -> Option<Asked> {
         if self.overflow.swap(false, Relaxed) {
             // The walk that follows serves what the queue holds too; what

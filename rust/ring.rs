@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A lane and the entries of the virtqueues it polls, behind a lock of
-//! the lane's own: a lane visits its vqs holding that lock only, so lanes
+//! A thread and the entries of the virtqueues it polls, behind a lock of
+//! the thread's own: a thread visits its vqs holding that lock only, so threads
 //! do not wait for each other, nor for the table (attach, detach, the
 //! counters, start requests). An entry moves here when it starts being
 //! polled and back to the table when it stops (`Table::start`,
@@ -10,41 +10,41 @@
 //! The lock is a spinlock, held for one visit at a time: its holder runs
 //! with preemption off and cannot be kept off its CPU while it holds it,
 //! so detach, which takes it, waits for one visit at most, whatever runs
-//! beside the lane (see `shared.rs`).
+//! beside the thread (see `shared.rs`).
 
 use crate::entry::Entry;
-use crate::lane::Lane;
 use crate::slots::Slots;
+use crate::thread::Thread;
 use kernel::{alloc::flags::GFP_KERNEL, new_spinlock, prelude::*, sync::Arc, sync::SpinLock};
 
-/// An entry the lane polls, and its slot in the table.
+/// An entry the thread polls, and its slot in the table.
 pub(crate) struct Polled {
     pub(crate) slot: usize,
     pub(crate) entry: KBox<Entry>,
 }
 
-/// A lane and what it polls.
+/// A thread and what it polls.
 ///
 /// # Invariants
 ///
-/// `polled` holds the entries `lane` polls, and those it stopped polling
-/// since it last took the table's lock (a visit decided so: the lane
+/// `polled` holds the entries `thread` polls, and those it stopped polling
+/// since it last took the table's lock (a visit decided so: the thread
 /// settles them next, `Table::settle`). For each, the table's slot
-/// `slot` is `Place::Polled` with this lane's index and its index here.
+/// `slot` is `Place::Polled` with this thread's index and its index here.
 #[pin_data]
 pub(crate) struct Ring {
-    pub(crate) lane: Arc<Lane>,
+    pub(crate) thread: Arc<Thread>,
     #[pin]
     pub(crate) polled: SpinLock<Slots<Polled>>,
 }
 
 impl Ring {
-    /// Lane `lane`, polling nothing yet.
-    pub(crate) fn new(lane: Arc<Lane>) -> Result<Arc<Self>> {
+    /// Thread `thread`, polling nothing yet.
+    pub(crate) fn new(thread: Arc<Thread>) -> Result<Arc<Self>> {
         // INVARIANT: Nothing polled, nothing here.
         Arc::pin_init(
             pin_init!(Self {
-                lane,
+                thread,
                 polled <- new_spinlock!(Slots::new(), "vhost_poll::ring"),
             }),
             GFP_KERNEL,

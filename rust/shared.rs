@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What the lanes, the kick hook, vhost's callbacks and the counters
-//! share: the table behind one lock, and the first lane.
+//! What the threads, the kick hook, vhost's callbacks and the counters
+//! share: the table behind one lock, and the first thread.
 //!
-//! Locking: a lane visits the vqs it polls holding its own ring's lock
-//! only (`ring.rs`), one visit at a time, so lanes do not wait for each
+//! Locking: a thread visits the vqs it polls holding its own ring's lock
+//! only (`ring.rs`), one visit at a time, so threads do not wait for each
 //! other. `table` is held to serve requests, to move an entry between
 //! the table and a ring (start, stop, hand-back), by attach and detach,
 //! and for the counters' snapshot. A visit only tries the vq's mutex and
@@ -19,19 +19,19 @@
 //! but without sleeping: a holder runs with preemption off until it lets
 //! go, a step of one visit, one request's start, one entry's move, or
 //! the copy of the counters' rows. So vhost's attach and detach (under
-//! the mutex every vhost open and close takes) and the first lane wait
-//! for such a step at most, never for a lane that a task of a higher
-//! class keeps off its CPU (`preempt=full`): a lane is preempted only
+//! the mutex every vhost open and close takes) and the first thread wait
+//! for such a step at most, never for a thread that a task of a higher
+//! class keeps off its CPU (`preempt=full`): a thread is preempted only
 //! between visits, holding nothing. With `PREEMPT_RT` these locks sleep
 //! (priority inheritance lifts their holder only to the waiter's own
 //! priority), and a real-time task above both can hold them up.
 
 use crate::compat::ARef;
-use crate::lane::Lane;
-use crate::policy::{Admit, Budget, Exit, Jiffy, LanePolicy, Params, Start};
+use crate::policy::{Admit, Budget, Exit, Jiffy, Params, Start, ThreadPolicy};
 use crate::requests::{Asked, Requests};
 use crate::ring::Ring;
 use crate::table::{Place, Table};
+use crate::thread::Thread;
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
@@ -55,16 +55,16 @@ struct VqRow {
     polled: bool,
     window: u32,
     cool: u32,
-    lane: usize,
+    thread: usize,
 }
 
 /// The shared state.
 ///
 /// # Invariants
 ///
-/// `first` is `table`'s first lane, and `requests` the queue every
-/// `VqState` of the table holds, whose waker is the first lane's: kicks
-/// and vhost ask the first lane.
+/// `first` is `table`'s first thread, and `requests` the queue every
+/// `VqState` of the table holds, whose waker is the first thread's: kicks
+/// and vhost ask the first thread.
 #[pin_data]
 pub(crate) struct Shared {
     #[pin]
@@ -74,12 +74,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The state shared with the first lane's thread, `task`, which a
+    /// The state shared with the first thread, `task`, which a
     /// `Handoff` then gives it.
     pub(crate) fn new(task: ARef<Task>) -> Result<Arc<Self>> {
-        let first = Ring::new(Lane::new(0, task)?)?;
-        let requests = Requests::new(first.lane.waker.clone())?;
-        // INVARIANT: `first` is the table's first lane, `requests` wakes it.
+        let first = Ring::new(Thread::new(0, task)?)?;
+        let requests = Requests::new(first.thread.waker.clone())?;
+        // INVARIANT: `first` is the table's first thread, `requests` wakes it.
         Arc::pin_init(
             pin_init!(Self {
                 table <- new_spinlock!(Table::new(first.clone()), "vhost_poll::table"),
@@ -92,9 +92,9 @@ impl Shared {
 
     /// Calls `f` for each virtqueue, in table order, with whether it is
     /// polled (not if vhost took it back meanwhile), its idle window, its
-    /// cool-down after a hand-back for want of gain, and the lane that
+    /// cool-down after a hand-back for want of gain, and the thread that
     /// polls it or did last: from a snapshot taken under the lock, which
-    /// `f` runs without (a reader of the counters holds up no lane for
+    /// `f` runs without (a reader of the counters holds up no thread for
     /// more than the copy). `ENOMEM` if there is no room for one; `EAGAIN`
     /// if the table outgrew [`SNAPSHOT_TRIES`] snapshots in a row.
     pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) -> Result {
@@ -124,7 +124,7 @@ impl Shared {
                     polled: e.is_polled() && e.vq().poll_mode.load(Relaxed),
                     window,
                     cool,
-                    lane: e.last_lane(),
+                    thread: e.last_thread(),
                 };
                 // Within capacity (at most `slots()` entries): no allocation.
                 if res.is_ok() {
@@ -135,9 +135,9 @@ impl Shared {
             break rows;
         };
         for (i, r) in rows.iter().enumerate() {
-            f(&r.vq, r.polled, r.window, r.cool, r.lane);
+            f(&r.vq, r.polled, r.window, r.cool, r.thread);
             // Formatting a thousand rows takes milliseconds: on a kernel
-            // without preemption, the lane on this CPU would wait for all.
+            // without preemption, the thread on this CPU would wait for all.
             if i % 32 == 31 {
                 kernel::kthread::cond_resched();
             }
@@ -145,39 +145,39 @@ impl Shared {
         Ok(())
     }
 
-    /// Calls `f` for each running lane, in order: the lanes as the table
+    /// Calls `f` for each running thread, in order: the threads as the table
     /// had them, which `f` runs without its lock.
-    pub(crate) fn for_each_lane(&self, mut f: impl FnMut(&Lane)) {
-        let lanes = self.table.lock().lanes().clone();
-        for ring in lanes.iter().flatten() {
-            f(&ring.lane);
+    pub(crate) fn for_each_thread(&self, mut f: impl FnMut(&Thread)) {
+        let threads = self.table.lock().threads().clone();
+        for ring in threads.iter().flatten() {
+            f(&ring.thread);
         }
     }
 
     /// Serves the start requests, each as the policy decides
-    /// (`VqPolicy::start_request`) among the lanes `p` wants, if a kick or
-    /// vhost woke the first lane since it last served: the requests in the
+    /// (`VqPolicy::start_request`) among the threads `p` wants, if a kick or
+    /// vhost woke the first thread since it last served: the requests in the
     /// queue, each by its slot, or the whole table after the queue
     /// overflowed (`requests.rs`). A vq vhost took back while polled is
-    /// settled by its lane, at its next visit, and asks again then if a
-    /// request waits. The first lane calls it, with the table locked.
+    /// settled by its thread, at its next visit, and asks again then if a
+    /// request waits. The first thread calls it, with the table locked.
     pub(crate) fn serve(&self, table: &mut Table, p: &Params) {
-        if !self.first.lane.waker.take() {
+        if !self.first.thread.waker.take() {
             return;
         }
         let now = crate::clock::now();
-        let mut lanes = table.lanes().clone();
-        // A lane asked to retire takes no vq, even if wanted again since:
+        let mut threads = table.threads().clone();
+        // A thread asked to retire takes no vq, even if wanted again since:
         // it hands back and a new thread takes its place.
-        for ring in lanes.iter_mut() {
-            if ring.as_ref().is_some_and(|r| r.lane.retiring()) {
+        for ring in threads.iter_mut() {
+            if ring.as_ref().is_some_and(|r| r.thread.retiring()) {
                 *ring = None;
             }
         }
-        let lanes = lanes.get(..p.lanes()).unwrap_or(&lanes);
+        let threads = threads.get(..p.threads()).unwrap_or(&threads);
         let mut looked = 0;
         // One queue's worth at most: a storm of kicks that keeps asking
-        // wakes the lane again, for its next step, and the table's lock
+        // wakes the thread again, for its next step, and the table's lock
         // is not held for ever.
         for _ in 0..Requests::CAP {
             let Some(asked) = self.requests.take() else {
@@ -189,10 +189,10 @@ impl Shared {
             };
             for slot in slots {
                 looked += 1;
-                self.serve_slot(table, slot, lanes, now, p);
+                self.serve_slot(table, slot, threads, now, p);
             }
         }
-        self.first.lane.counters.served.fetch_add(looked, Relaxed);
+        self.first.thread.counters.served.fetch_add(looked, Relaxed);
     }
 
     /// Serves the start request of the vq in `slot`, if it has one and is
@@ -201,7 +201,7 @@ impl Shared {
         &self,
         table: &mut Table,
         slot: usize,
-        lanes: &[Option<Arc<Ring>>],
+        threads: &[Option<Arc<Ring>>],
         now: Jiffy,
         p: &Params,
     ) {
@@ -211,25 +211,26 @@ impl Shared {
         if !e.vq().want_poll.swap(false, Relaxed) {
             return;
         }
-        let loads = lanes
-            .iter()
-            .map(|r| r.as_ref().map_or(LanePolicy::ABSENT, |r| r.lane.load(p)));
+        let loads = threads.iter().map(|r| {
+            r.as_ref()
+                .map_or(ThreadPolicy::ABSENT, |r| r.thread.load(p))
+        });
         match e.start_request(now, loads, p) {
             Start::Ignore => {}
             Start::On(n) => {
                 if p.in_worker && !self.admit(table, slot, now, p) {
                     return;
                 }
-                // `place` picked a running lane (absent ones have no room).
+                // `place` picked a running thread (absent ones have no room).
                 if table.start(slot, n, now, p) && n != 0 {
-                    if let Some(r) = lanes.get(n).and_then(Option::as_ref) {
-                        r.lane.waker.wake();
+                    if let Some(r) = threads.get(n).and_then(Option::as_ref) {
+                        r.thread.waker.wake();
                     }
                 }
             }
             Start::Refuse { until } => {
                 e.refuse(until, false);
-                self.first.lane.counters.refused.fetch_add(1, Relaxed);
+                self.first.thread.counters.refused.fetch_add(1, Relaxed);
             }
         }
     }
@@ -259,38 +260,38 @@ impl Shared {
                 if let Some(Place::Here(e)) = table.get(slot) {
                     e.refuse(until, true);
                 }
-                self.first.lane.counters.refused.fetch_add(1, Relaxed);
+                self.first.thread.counters.refused.fetch_add(1, Relaxed);
                 false
             }
         }
     }
 
-    /// Moves back to the table the entries `lane` stopped polling, after
-    /// a visit decided so; wakes the first lane if a start request waits.
-    pub(crate) fn settle(&self, lane: &Lane) {
-        self.settle_for(lane, None);
+    /// Moves back to the table the entries `thread` stopped polling, after
+    /// a visit decided so; wakes the first thread if a start request waits.
+    pub(crate) fn settle(&self, thread: &Thread) {
+        self.settle_for(thread, None);
     }
 
-    fn settle_for(&self, lane: &Lane, why: Option<Exit>) {
+    fn settle_for(&self, thread: &Thread, why: Option<Exit>) {
         let (now, p) = (crate::clock::now(), crate::params::now());
         let mut table = self.table.lock();
-        table.settle(lane.index, why, now, &p, |slot| self.requests.ask(slot));
+        table.settle(thread.index, why, now, &p, |slot| self.requests.ask(slot));
     }
 
-    /// Returns `lane`'s polled vqs to notification mode, for `why`.
-    pub(crate) fn hand_back(&self, lane: &Lane, why: Exit) {
-        self.settle_for(lane, Some(why));
+    /// Returns `thread`'s polled vqs to notification mode, for `why`.
+    pub(crate) fn hand_back(&self, thread: &Thread, why: Exit) {
+        self.settle_for(thread, Some(why));
     }
 
-    /// Forgets lane `i` (not the first), whose thread stopped: what its
+    /// Forgets thread `i` (not the first), whose thread stopped: what its
     /// ring still holds goes back to notification mode first (`Off`), as
     /// a thread stopped before it ever ran handed nothing back. The first
-    /// lane calls it.
+    /// thread calls it.
     pub(crate) fn retire(&self, i: usize) {
         let (now, p) = (crate::clock::now(), crate::params::now());
         let mut table = self.table.lock();
         table.settle(i, Some(Exit::Off), now, &p, |slot| self.requests.ask(slot));
-        let gone = table.set_lane(i, None);
+        let gone = table.set_thread(i, None);
         drop(table);
         // Freed without the lock.
         drop(gone);
@@ -298,7 +299,7 @@ impl Shared {
 
     /// Takes the entry of `vq` out of the table (vhost detaches it): out
     /// of poll mode first, to keep the counts right. It waits for one
-    /// step of a lane at most, however long the lane is kept off its CPU
+    /// step of a thread at most, however long the thread is kept off its CPU
     /// after it.
     pub(crate) fn forget(&self, vq: &VqState) {
         let (now, p) = (crate::clock::now(), crate::params::now());

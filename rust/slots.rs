@@ -4,7 +4,7 @@
 //! added with no allocation while there is room, and linked in a circle
 //! through the occupied slots, so that a walk of the items costs the
 //! items, however many slots were ever used. The table keeps its entries
-//! in slots, and each lane the entries it polls (`ring.rs`).
+//! in slots, and each thread the entries it polls (`ring.rs`).
 
 use kernel::{
     alloc::{
@@ -33,7 +33,7 @@ impl<T> Spare<T> {
     }
 
     /// Room for `len` slots, without sleeping: for a caller that holds a
-    /// lock a lane takes.
+    /// lock a thread takes.
     pub(crate) fn new_nowait(len: usize) -> Result<Self> {
         Self::with(len, GFP_NOWAIT)
     }

@@ -2,7 +2,7 @@
 
 //! The counters, in debugfs: `/sys/kernel/debug/vhost_poll/vqs` (a row per
 //! virtqueue) and `/sys/kernel/debug/vhost_poll/threads` (a row per
-//! lane: a polling thread). Plain text: a header line of column names, then rows.
+//! polling thread). Plain text: a header line of column names, then rows.
 //!
 //! The names the counters had before, kept for one release (see "Is it
 //! working?" in Documentation/admin-guide.rst): the `worker` file, the
@@ -60,14 +60,14 @@ impl ShowText for Vqs {
     }
 }
 
-/// The `threads` file: a row per lane (a polling thread); with `old`,
+/// The `threads` file: a row per polling thread; with `old`,
 /// the `worker` file, its old name, whose header has the old names.
-struct Lanes {
+struct Threads {
     shared: Arc<Shared>,
     old: bool,
 }
 
-impl ShowText for Lanes {
+impl ShowText for Threads {
     fn show(&self, m: &mut dyn Write) -> Result {
         let yields = if self.old {
             "asides aside_us"
@@ -79,9 +79,9 @@ impl ShowText for Lanes {
             "pid passes busy_ns idle_ns mm_switches polled_vqs {yields} refused thread empty_visits empty_visit_ns served naps nap_us"
         );
         let now = compat::now_ns();
-        // A row per lane, in order.
-        self.shared.for_each_lane(|lane| {
-            let c = &lane.counters;
+        // A row per thread, in order.
+        self.shared.for_each_thread(|thread| {
+            let c = &thread.counters;
             // Add the period in progress, so that a busy thread's time
             // moves.
             let current = u64::try_from(now - c.since_ns.load(Relaxed)).unwrap_or(0);
@@ -99,11 +99,11 @@ impl ShowText for Lanes {
                 busy,
                 idle,
                 c.mm_switches.load(Relaxed),
-                lane.polled(),
+                thread.polled(),
                 c.yields.load(Relaxed),
                 c.yield_us.load(Relaxed),
                 c.refused.load(Relaxed),
-                lane.index,
+                thread.index,
                 c.empty_visits.load(Relaxed),
                 c.empty_visit_ns.load(Relaxed),
                 c.served.load(Relaxed),
@@ -118,8 +118,8 @@ impl ShowText for Lanes {
 /// The debugfs directory and its files; removed on drop (files first).
 pub(crate) struct Stats {
     _vqs: StatsFile<Vqs>,
-    _lanes: StatsFile<Lanes>,
-    _old_lanes: StatsFile<Lanes>,
+    _threads: StatsFile<Threads>,
+    _old_threads: StatsFile<Threads>,
     _dir: StatsDir,
 }
 
@@ -128,17 +128,17 @@ impl Stats {
         let dir = StatsDir::new(c_str!("vhost_poll"));
         Ok(Self {
             _vqs: dir.file(c_str!("vqs"), Vqs(shared.clone()))?,
-            _lanes: dir.file(
+            _threads: dir.file(
                 c_str!("threads"),
-                Lanes {
+                Threads {
                     shared: shared.clone(),
                     old: false,
                 },
             )?,
             // Its old name, for one release.
-            _old_lanes: dir.file(
+            _old_threads: dir.file(
                 c_str!("worker"),
-                Lanes {
+                Threads {
                     shared: shared.clone(),
                     old: true,
                 },

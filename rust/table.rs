@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The table of the virtqueues vhost has shown the module, and of the
-//! lanes that poll them.
+//! threads that poll them.
 //!
 //! An entry is here while its vq is in notification mode, and in its
-//! lane's ring while polled (`ring.rs`): the slot then says which lane
-//! has it. So a lane's pass costs the vqs it polls and takes no lock but
+//! thread's ring while polled (`ring.rs`): the slot then says which thread
+//! has it. So a thread's pass costs the vqs it polls and takes no lock but
 //! its own; attach finds a free slot and its device's number without a
 //! scan, and detach finds its entry by the slot kept with it. Start
 //! requests come with their slot (`requests.rs`). Only the counters
@@ -32,9 +32,9 @@ use kernel::{
 pub(crate) enum Place {
     /// Here: the vq is in notification mode.
     Here(KBox<Entry>),
-    /// In lane `lane`'s ring, at `pos`.
+    /// In thread `thread`'s ring, at `pos`.
     Polled {
-        lane: usize,
+        thread: usize,
         pos: usize,
         vq: Arc<VqState>,
     },
@@ -49,7 +49,7 @@ impl Place {
     }
 }
 
-/// What [`Table::forget`] took out of the table and a lane's ring.
+/// What [`Table::forget`] took out of the table and a thread's ring.
 #[derive(Default)]
 pub(crate) struct Forgotten {
     _place: Option<Place>,
@@ -66,16 +66,16 @@ pub(crate) type Spare = slots::Spare<Place>;
 /// Each attached virtqueue the module follows has exactly one slot, from
 /// its `attach` until its `detach`, the one its `VqState::slot` names.
 /// A `Place::Here` entry is in notification mode. A `Place::Polled` slot
-/// names a lane that is in `lanes`, whose ring has the entry at `pos`
+/// names a thread that is in `threads`, whose ring has the entry at `pos`
 /// (`Ring`'s invariant).
 ///
-/// `lanes[0]` is the first lane, always there; `lanes[i]` is there from
-/// the spawn of lane `i`'s thread (before it first runs) until the first
-/// lane retires it, its thread stopped and its ring emptied
+/// `threads[0]` is the first thread, always there; `threads[i]` is there from
+/// the spawn of thread `i`'s thread (before it first runs) until the first
+/// thread retires it, its thread stopped and its ring emptied
 /// (`Shared::retire`).
 pub(crate) struct Table {
     slots: Slots<Place>,
-    lanes: [Option<Arc<Ring>>; THREADS_MAX],
+    threads: [Option<Arc<Ring>>; THREADS_MAX],
     /// The last device number given out, for the counters.
     next_dev: u32,
     /// The device of the last attach, and its number: vhost attaches a
@@ -84,30 +84,30 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// A table with no virtqueue, and the first lane `first`.
+    /// A table with no virtqueue, and the first thread `first`.
     pub(crate) fn new(first: Arc<Ring>) -> Self {
-        let mut lanes: [Option<Arc<Ring>>; THREADS_MAX] = core::array::from_fn(|_| None);
-        lanes[0] = Some(first);
+        let mut threads: [Option<Arc<Ring>>; THREADS_MAX] = core::array::from_fn(|_| None);
+        threads[0] = Some(first);
         // INVARIANT: No virtqueue is followed yet, and none is polled.
         Self {
             slots: Slots::new(),
-            lanes,
+            threads,
             next_dev: 0,
             last_device: None,
         }
     }
 
-    /// The lanes, in order; `None` where lane `i`'s thread is not running.
-    pub(crate) fn lanes(&self) -> &[Option<Arc<Ring>>; THREADS_MAX] {
-        &self.lanes
+    /// The threads, in order; `None` where thread `i`'s thread is not running.
+    pub(crate) fn threads(&self) -> &[Option<Arc<Ring>>; THREADS_MAX] {
+        &self.threads
     }
 
-    /// Records that lane `i` (not the first) runs, or, with `None`, that
+    /// Records that thread `i` (not the first) runs, or, with `None`, that
     /// its thread stopped, after handing back its vqs. Returns what was
     /// there, for the caller to drop without the table's lock.
     #[must_use = "dropped without the table's lock"]
-    pub(crate) fn set_lane(&mut self, i: usize, ring: Option<Arc<Ring>>) -> Option<Arc<Ring>> {
-        match self.lanes.get_mut(i).filter(|_| i > 0) {
+    pub(crate) fn set_thread(&mut self, i: usize, ring: Option<Arc<Ring>>) -> Option<Arc<Ring>> {
+        match self.threads.get_mut(i).filter(|_| i > 0) {
             Some(slot) => core::mem::replace(slot, ring),
             None => ring,
         }
@@ -167,12 +167,12 @@ impl Table {
         self.slots.get(slot)
     }
 
-    /// Starts polling the entry in `slot` on lane `lane` (running):
-    /// [`Entry::start`], and the entry moves to the lane's ring. Returns
+    /// Starts polling the entry in `slot` on thread `thread` (running):
+    /// [`Entry::start`], and the entry moves to the thread's ring. Returns
     /// whether it did; not when the ring has no room and none can be had
     /// without sleeping (the next kick at the rate asks again).
-    pub(crate) fn start(&mut self, slot: usize, lane: usize, now: Jiffy, p: &Params) -> bool {
-        let Some(Some(ring)) = self.lanes.get(lane).cloned() else {
+    pub(crate) fn start(&mut self, slot: usize, thread: usize, now: Jiffy, p: &Params) -> bool {
+        let Some(Some(ring)) = self.threads.get(thread).cloned() else {
             return false;
         };
         let Some(Place::Here(e)) = self.slots.get_mut(slot) else {
@@ -181,17 +181,17 @@ impl Table {
         let mut polled = ring.polled.lock();
         if let Err(len) = polled.room() {
             // A pointer and three indices a slot: small, but without
-            // sleeping, under the locks the lanes take.
+            // sleeping, under the locks the threads take.
             match slots::Spare::new_nowait(len) {
                 Ok(spare) => polled.grow(spare),
                 Err(_) => return false,
             }
         }
-        if !e.start(&ring.lane, now, p) {
+        if !e.start(&ring.thread, now, p) {
             return false;
         }
         let moved = Place::Polled {
-            lane,
+            thread,
             pos: usize::MAX,
             vq: e.vq_arc(),
         };
@@ -200,7 +200,7 @@ impl Table {
         };
         match polled.insert(Polled { slot, entry }) {
             Ok(at) => {
-                // INVARIANT: In poll mode, in `lane`'s ring at `at`.
+                // INVARIANT: In poll mode, in `thread`'s ring at `at`.
                 if let Some(Place::Polled { pos, .. }) = self.slots.get_mut(slot) {
                     *pos = at;
                 }
@@ -215,19 +215,19 @@ impl Table {
         }
     }
 
-    /// Moves the entries lane `lane` no longer polls back here, after
+    /// Moves the entries thread `thread` no longer polls back here, after
     /// stopping every one for `why` if given (a hand-back). Calls `ask`
     /// with the slot of each that has a start request waiting, which the
-    /// first lane skipped while a lane had it.
+    /// first thread skipped while a thread had it.
     pub(crate) fn settle(
         &mut self,
-        lane: usize,
+        thread: usize,
         why: Option<Exit>,
         now: Jiffy,
         p: &Params,
         mut ask: impl FnMut(usize),
     ) {
-        let Some(Some(ring)) = self.lanes.get(lane).cloned() else {
+        let Some(Some(ring)) = self.threads.get(thread).cloned() else {
             return;
         };
         let mut polled = ring.polled.lock();
@@ -238,7 +238,7 @@ impl Table {
             if let Some(why) = why {
                 x.entry.stop(why, now, p);
             }
-            if x.entry.polled_by(&ring.lane) {
+            if x.entry.polled_by(&ring.thread) {
                 continue;
             }
             let Some(back) = polled.remove(pos) else {
@@ -260,7 +260,7 @@ impl Table {
     /// without sleeping, under the table's lock).
     pub(crate) fn spinners(&self, now: Jiffy) -> Result<KVec<Spinner>> {
         let mut spinners = KVec::<Spinner>::new();
-        for ring in self.lanes.iter().flatten() {
+        for ring in self.threads.iter().flatten() {
             let polled = ring.polled.lock();
             for x in polled.iter() {
                 let Some((saves, settled)) = x.entry.saves(now) else {
@@ -296,8 +296,8 @@ impl Table {
         p: &Params,
         mut ask: impl FnMut(usize),
     ) {
-        for lane in 0..THREADS_MAX {
-            let Some(Some(ring)) = self.lanes.get(lane).cloned() else {
+        for thread in 0..THREADS_MAX {
+            let Some(Some(ring)) = self.threads.get(thread).cloned() else {
                 continue;
             };
             let mut stopped = false;
@@ -313,7 +313,7 @@ impl Table {
                 }
             }
             if stopped {
-                self.settle(lane, None, now, p, &mut ask);
+                self.settle(thread, None, now, p, &mut ask);
             }
         }
     }
@@ -324,15 +324,15 @@ impl Table {
     #[must_use = "dropped without the table's lock"]
     pub(crate) fn forget(&mut self, vq: &VqState, now: Jiffy, p: &Params) -> Forgotten {
         let slot = vq.slot.load(Relaxed);
-        let (lane, pos) = match self.slots.get(slot) {
+        let (thread, pos) = match self.slots.get(slot) {
             Some(place) if core::ptr::eq(place.vq(), vq) => match place {
                 Place::Here(_) => (None, 0),
-                Place::Polled { lane, pos, .. } => (Some(*lane), *pos),
+                Place::Polled { thread, pos, .. } => (Some(*thread), *pos),
             },
             _ => return Forgotten::default(),
         };
         let mut polled_entry = None;
-        if let Some(ring) = lane.and_then(|l| self.lanes.get(l).cloned().flatten()) {
+        if let Some(ring) = thread.and_then(|l| self.threads.get(l).cloned().flatten()) {
             let mut polled = ring.polled.lock();
             // Only this slot's own entry: `pos` is in this ring.
             let ours = polled.get(pos).is_some_and(|x| x.slot == slot);
@@ -349,14 +349,14 @@ impl Table {
         }
     }
 
-    /// Calls `f` with each entry, in slot order, and its lane's ring
-    /// locked for those a lane polls.
+    /// Calls `f` with each entry, in slot order, and its thread's ring
+    /// locked for those a thread polls.
     pub(crate) fn for_each_entry(&self, mut f: impl FnMut(&Entry)) {
         for place in self.slots.iter() {
             match place {
                 Place::Here(e) => f(e),
-                Place::Polled { lane, pos, .. } => {
-                    let Some(Some(ring)) = self.lanes.get(*lane) else {
+                Place::Polled { thread, pos, .. } => {
+                    let Some(Some(ring)) = self.threads.get(*thread) else {
                         continue;
                     };
                     if let Some(x) = ring.polled.lock().get(*pos) {

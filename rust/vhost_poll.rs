@@ -30,8 +30,8 @@ mod entry;
 mod mm_cursor;
 mod vq;
 
-mod lane;
 mod requests;
+mod thread;
 
 mod clock;
 mod compat;
@@ -105,8 +105,8 @@ compat::module_with_authors! {
 }
 
 /// The module. Fields drop in order: vhost first (every vq back to
-/// notification mode, by the still running lanes), then the wake-ups on
-/// a write of `poll_cpus` or a CPU going or coming, then the first lane's
+/// notification mode, by the still running threads), then the wake-ups on
+/// a write of `poll_cpus` or a CPU going or coming, then the first thread's
 /// thread (which stops the others), then the counters.
 struct VhostPoll {
     _registration: Registration<shared::Shared>,
@@ -127,7 +127,7 @@ impl kernel::Module for VhostPoll {
         .inspect_err(|e| pr_err!("cannot start the vhost-poll thread: {:?}\n", e))?;
         let shared = shared::Shared::new(first.task().into())?;
         handoff.give(shared.clone());
-        shared.first.lane.waker.wake();
+        shared.first.thread.waker.wake();
         let cpus_watch = module_parameters::poll_cpus
             .watch(module, first.task().into())
             .inspect_err(|e| pr_err!("cannot follow poll_cpus and CPU hotplug: {:?}\n", e))?;

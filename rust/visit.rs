@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! One visit of one polled virtqueue by its lane: what the lane reads of
+//! One visit of one polled virtqueue by its thread: what the thread reads of
 //! the ring, handed to the policy, and its decision carried out. Of a vq
-//! its own worker polls, the lane reads the count of its work only.
+//! its own worker polls, the thread reads the count of its work only.
 
 use crate::compat::ARef;
 use crate::entry::Entry;
@@ -20,10 +20,10 @@ use kernel::{
 pub(crate) enum Visit {
     /// It was made: what it saw and decided, whether it only counted the
     /// work of a vq its own worker polls, and the worker it queued the
-    /// handler to if that waits on the lane's CPU, to give the CPU to
-    /// once the lane holds no lock.
+    /// handler to if that waits on the thread's CPU, to give the CPU to
+    /// once the thread holds no lock.
     Made(Visited, bool, Option<ARef<Task>>),
-    /// Its ring is in address space `mm`, which the lane does not use now:
+    /// Its ring is in address space `mm`, which the thread does not use now:
     /// visit again from there.
     Needs(ARef<MmWithUser>),
 }
@@ -33,7 +33,7 @@ pub(crate) enum Visit {
 /// (`VqGuard::peek`), else in `scope`'s (`VqGuard::poll`). When the policy says it goes
 /// back to notification mode, the caller stops it (`Visited::exit`:
 /// `Entry::stop`, then `Shared::settle`, which takes it out of its
-/// lane's ring).
+/// thread's ring).
 #[must_use = "the exit, and the pause after a pass, depend on what the visit saw"]
 pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
     let p = crate::params::now();
@@ -132,7 +132,7 @@ struct Looked {
     spin_ns: u64,
     /// The handler went to a worker on another CPU.
     crossed: bool,
-    /// The handler went to this worker, on the lane's CPU.
+    /// The handler went to this worker, on the thread's CPU.
     here: Option<ARef<Task>>,
 }
 

@@ -24,23 +24,23 @@ pub(crate) struct VqState {
     pub(crate) slot: AtomicUsize,
     /// Its kicks' rate, and the gate a refused start closes.
     pub(crate) kicks: Kicks,
-    /// In poll mode, as kicks see it: set by a lane when it starts the vq,
+    /// In poll mode, as kicks see it: set by a thread when it starts the vq,
     /// cleared when it stops it, and by vhost when it takes the vq back
-    /// (quiesce). The entry's mode is the lane's view (`Entry`).
+    /// (quiesce). The entry's mode is the thread's view (`Entry`).
     pub(crate) poll_mode: AtomicBool,
-    /// Set by a kick that asked for a start, taken by the first lane.
+    /// Set by a kick that asked for a start, taken by the first thread.
     pub(crate) want_poll: AtomicBool,
     /// Set when vhost's watchdog took it back (`poll_mode` cleared with
-    /// it); taken by the lane that settles the books (`Entry::taken_back`).
+    /// it); taken by the thread that settles the books (`Entry::taken_back`).
     pub(crate) stalled: AtomicBool,
     pub(crate) counters: VqCounters,
-    /// Where its kicks ask the first lane for a start.
+    /// Where its kicks ask the first thread for a start.
     pub(crate) requests: Arc<Requests>,
 }
 
 impl VqState {
     /// The kick hook: counts the kick and, in notification mode, asks the
-    /// first lane for a start when the policy says so (`Kicks::kick`).
+    /// first thread for a start when the policy says so (`Kicks::kick`).
     /// Atomic context: no lock, no allocation, O(1).
     pub(crate) fn kick(&self) {
         let c = &self.counters;
@@ -51,9 +51,9 @@ impl VqState {
         c.notify_work.fetch_add(1, Relaxed);
         let p = crate::params::now();
         // Relaxed: `Waker::wake`'s `Release` swap orders this store before
-        // it, for the lane's `Acquire` swap in `Waker::take`. Only the kick
-        // that sets the flag asks and wakes the lane; that is safe because
-        // the lane cannot miss a request whose asker woke it (see `wake`).
+        // it, for the thread's `Acquire` swap in `Waker::take`. Only the kick
+        // that sets the flag asks and wakes the thread; that is safe because
+        // the thread cannot miss a request whose asker woke it (see `wake`).
         // The slot was stored before vhost could kick (attach).
         if self.kicks.kick(crate::clock::now(), &p) && !self.want_poll.swap(true, Relaxed) {
             self.requests.ask(self.slot.load(Relaxed));

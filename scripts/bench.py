@@ -81,10 +81,10 @@ REGIMES = ("shared", "core", "apart", "io")
 DEFAULT_REGIMES = ("shared", "core")
 # The probes between repetitions (--probes): the thread going to sleep
 # after the load, one busy device among idle polled ones, an empty
-# visit's cost, one and two lanes side by side, one polled rr device
+# visit's cost, one and two polling threads side by side, one polled rr device
 # with and without OWNERLESS idle ownerless devices open, and the hook's
 # cost.
-PROBES = ("idle", "crowd", "visit", "lanes", "ownerless", "hook", "nap", "cost", "trace")
+PROBES = ("idle", "crowd", "visit", "threads", "ownerless", "hook", "nap", "cost", "trace")
 # Only on request: 256 idle owners with nothing polled (poll_start_rate
 # 0), the visit probe's 256-owner cell without polling, to tell whether
 # the guest's RCU stalls after it come from polling
@@ -103,8 +103,8 @@ TCG_OWNERS = 64
 OWNERLESS = 1024
 OWNERLESS_CLOSERS = 32
 OWNERLESS_PAIRS = 3
-# Idle polled vqs the lanes probe shares between its lanes.
-LANES_VQS = 32
+# Idle polled vqs the threads probe shares between its threads.
+THREADS_VQS = 32
 # The regimes that give the polling threads the last vCPU (poll_cpus):
 # core alone; io with the vhost workers, the I/O core of the seed's
 # proposal ("the vhost thread serves multiple vms" there).
@@ -681,7 +681,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
                     "probes": list(probes)},
            "cells": [], "idle": [], "crowd": [], "warmup": [], "hook": [], "visit": [],
            "nap": [], "cost": [], "trace": [],
-           "lanes": [], "ownerless": [], "unpolled": []}
+           "threads": [], "ownerless": [], "unpolled": []}
     limit = (warm + dur) / 1000 + 60
     t_start = time.monotonic()
     # What each event costs, before the cells (and again after them:
@@ -776,16 +776,16 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
             specs = ([idle + ["-n", str(n - 1)]] if owners == 1 else [idle] * n)
             run_cell(raw, "visit", {"nvq": n, "owners": owners, "rep": rep}, specs,
                      limit + n / 4, n)
-        # Lanes side by side: LANES_VQS idle polled vqs of one owner,
+        # Polling threads side by side: THREADS_VQS idle polled vqs of one owner,
         # visited by one polling thread, then by two (poll_threads=2),
         # as the threads count their empty visits over the driver's
-        # measured second. Two lanes that wait for nothing of each other
+        # measured second. Two threads that wait for nothing of each other
         # make about twice the visits of one, where each has a vCPU.
-        for threads in ((1, 2) if "lanes" in probes else ()):
-            log(f"rep {rep + 1}/{reps} lanes: {LANES_VQS} idle vqs, {threads} thread(s)")
+        for threads in ((1, 2) if "threads" in probes else ()):
+            log(f"rep {rep + 1}/{reps} threads: {THREADS_VQS} idle vqs, {threads} thread(s)")
             set_param("poll_threads", threads)
-            run_cell(raw, "lanes", {"threads": threads, "rep": rep},
-                     [idle + ["-n", str(LANES_VQS - 1)]], limit + LANES_VQS / 4, LANES_VQS)
+            run_cell(raw, "threads", {"threads": threads, "rep": rep},
+                     [idle + ["-n", str(THREADS_VQS - 1)]], limit + THREADS_VQS / 4, THREADS_VQS)
         set_param("poll_threads", 1)
         # A pass costs the polled vqs only (issue 19, point 4): one polled
         # request/response device alone, and with OWNERLESS idle devices
@@ -873,7 +873,7 @@ def guest_run(out_dir, quick, reps, stop_idle, cells=(), regimes=DEFAULT_REGIMES
     raw["meta"]["seconds"] = round(time.monotonic() - t_start, 1)
     raw["meta"]["complete"] = True
     save(raw, out_dir)
-    errors = sum("error" in c for k in ("cells", "idle", "crowd", "visit", "lanes", "ownerless")
+    errors = sum("error" in c for k in ("cells", "idle", "crowd", "visit", "threads", "ownerless")
                  for c in raw.get(k, []))
     log(f"raw figures in {out_dir}/raw.json after {raw['meta']['seconds']} s; "
         f"{errors} runs failed")
@@ -1421,26 +1421,26 @@ def summarise(raw, env, accel):
                            f"({c.get('polled_vqs_at_start')} polled at the start)")
             for c in raw["visit"]
             if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")]
-    lanes = {}
-    for c in raw.get("lanes", []):
+    by_threads = {}
+    for c in raw.get("threads", []):
         d = (c.get("drivers") or [{}])[0]
         if "error" in c or not d.get("empty_visits") or not d.get("seconds"):
             continue
-        lanes.setdefault(c["threads"], []).append(
+        by_threads.setdefault(c["threads"], []).append(
             (d["empty_visits"] / d["seconds"], c["polled_vqs_at_start"],
              (c.get("worker") or {}).get("threads")))
-    if raw.get("lanes"):
+    if raw.get("threads"):
         per = {t: {"visits_per_s": median(x[0] for x in v),
                    "polled_vqs_at_start": min(x[1] for x in v),
                    "threads_seen": min((x[2] for x in v if x[2] is not None), default=None),
-                   "reps": len(v)} for t, v in sorted(lanes.items())}
+                   "reps": len(v)} for t, v in sorted(by_threads.items())}
         one, two = per.get(1), per.get(2)
-        probes["lanes"] = {
-            "nvq": LANES_VQS, "per_threads": per,
+        probes["threads"] = {
+            "nvq": THREADS_VQS, "per_threads": per,
             "ratio": (two["visits_per_s"] / one["visits_per_s"]
                       if one and two and one["visits_per_s"] else None),
             "errors": [c.get("error", f"{c['threads']} thread(s): no empty visit measured")
-                       for c in raw["lanes"]
+                       for c in raw["threads"]
                        if "error" in c or not (c.get("drivers") or [{}])[0].get("empty_visits")],
         }
     if raw.get("ownerless"):
@@ -2029,16 +2029,16 @@ def probe_lines(probes, cells=()):
                    f"switches a visit; {v['polled_vqs_at_start']} polled at the start")
     for e in probes.get("visit_cost_errors", []):
         out.append(f"visit cost not measured: {e}")
-    ln = probes.get("lanes")
+    ln = probes.get("threads")
     if ln:
         per = ln["per_threads"]
-        out.append(f"lanes: {ln['nvq']} idle polled vqs of one owner, empty visits a second: "
+        out.append(f"threads: {ln['nvq']} idle polled vqs of one owner, empty visits a second: "
                    + "; ".join(f"{t} thread(s) {fmt(v['visits_per_s'])} ({v['polled_vqs_at_start']} "
                                f"polled at the start, {v['threads_seen']} threads ran)"
                                for t, v in sorted(per.items(), key=lambda kv: int(kv[0])))
                    + (f"; two over one x{fmt(ln['ratio'])}" if ln["ratio"] else ""))
         for e in ln["errors"]:
-            out.append(f"lanes not measured: {e}")
+            out.append(f"threads not measured: {e}")
     ow = probes.get("ownerless")
     if ow:
         out.append(f"ownerless: one polled rr device, p50 {fmt(ow['alone_p50_us'])} us alone, "
@@ -2271,12 +2271,12 @@ def check(out_dir):
                    got[k]["switches_per_visit"] >= 0 for k in want),
                "visit-cost probe: every cell measured, with its address-space switches: "
                + ", ".join(f"{n} vqs of {o}" for n, o in want))
-        if "lanes" in ran:
-            ln = res["probes"].get("lanes")
+        if "threads" in ran:
+            ln = res["probes"].get("threads")
             per = (ln or {}).get("per_threads", {})
             ok(ln and ln["ratio"] and ln["ratio"] > 0 and not ln["errors"] and
                (per.get("2") or per.get(2) or {}).get("threads_seen") == 2,
-               "lanes probe: one and two polling threads each measured empty visits, "
+               "threads probe: one and two polling threads each measured empty visits, "
                "two threads ran")
         ow = res["probes"].get("ownerless")
         ok("ownerless" not in ran or ow and ow["reps"] > 0 and ow["ratio"] and ow["ratio"] > 0

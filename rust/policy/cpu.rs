@@ -5,7 +5,7 @@
 
 use super::time::{Backoff, Jiffy};
 
-/// How a lane pauses after a pass: it steps aside for the tasks
+/// How a thread pauses after a pass: it steps aside for the tasks
 /// waiting for its CPU when its passes do not pay, the way KVM's halt
 /// polling stops polling when polling does not pay.
 ///
@@ -16,7 +16,7 @@ use super::time::{Backoff, Jiffy};
 /// - One that does not pay, with other tasks waiting for the CPU, yields
 ///   to them: not a sleep with a timer, which would add its length to the
 ///   wait of every ring that fills meanwhile (notifications are off), but
-///   a turn given, after which the lane polls again as soon as the CPU
+///   a turn given, after which the thread polls again as soon as the CPU
 ///   is free.
 /// - Otherwise it goes on at once if it found work (some handler took
 ///   buffers since the last visit), and pauses briefly if it found none,
@@ -25,7 +25,7 @@ use super::time::{Backoff, Jiffy};
 #[derive(Debug, Default)]
 pub(super) struct StepAside;
 
-/// What a lane does after a pass.
+/// What a thread does after a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pause {
     /// Goes on at once.
@@ -38,7 +38,7 @@ pub enum Pause {
     /// ([`Quiet`]).
     Nap(u32),
     /// Sleeps to the next jiffy: the virtqueues' own workers poll them,
-    /// and the lane only counts their work, once a jiffy.
+    /// and the thread only counts their work, once a jiffy.
     Tick,
 }
 
@@ -57,17 +57,17 @@ impl StepAside {
     }
 }
 
-/// Whether a lane competes for its CPU: polling then costs the
+/// Whether a thread competes for its CPU: polling then costs the
 /// other tasks (the devices' own workers, the guests) more than it saves.
 ///
 /// Polling pays on a CPU of its own, or one with time to spare: the
-/// lane notices a ring's buffers and wakes its worker while the
+/// thread notices a ring's buffers and wakes its worker while the
 /// guest goes on. On a CPU that the guests and the workers need, each
-/// pass of the lane is time they wait for, and a ring that fills waits
-/// for the lane's next turn where a kick would have woken its worker at
-/// once. So the lane measures, over windows of [`Contention::JIFFIES`]
+/// pass of the thread is time they wait for, and a ring that fills waits
+/// for the thread's next turn where a kick would have woken its worker at
+/// once. So the thread measures, over windows of [`Contention::JIFFIES`]
 /// jiffies, how many of its passes ended with other tasks waiting for its
-/// CPU. When at least half did, the lane is *contended*: it hands its
+/// CPU. When at least half did, the thread is *contended*: it hands its
 /// virtqueues back to notification mode (`Exit::Contended`; each then
 /// cools down, as after `Exit::Gain`) and is given no others until a
 /// window says otherwise. With
@@ -111,20 +111,20 @@ impl Contention {
         self.waited = self.waited.saturating_add(others_waiting.into());
     }
 
-    /// The lane slept with nothing to poll: measure afresh.
+    /// The thread slept with nothing to poll: measure afresh.
     pub fn rested(&mut self) {
         *self = Self::new();
     }
 
-    /// Whether the last whole window found the lane contended.
+    /// Whether the last whole window found the thread contended.
     pub fn contended(&self) -> bool {
         self.contended
     }
 }
 
-/// When a lane naps between passes: once its rings have been quiet.
+/// When a thread naps between passes: once its rings have been quiet.
 ///
-/// A lane spins between passes so that it sees a buffer the moment it is
+/// A thread spins between passes so that it sees a buffer the moment it is
 /// posted, and that spin is almost all of its CPU where buffers come
 /// seldom: a guest that kicks every few milliseconds, a driver that
 /// trickles a buffer per idle window. Its CPU then buys nothing the next
@@ -132,12 +132,12 @@ impl Contention {
 /// [`Quiet::AFTER_US`], a pass that finds none is followed by a sleep of
 /// a quarter of the quiet time so far, at most `poll_max_nap`: the next
 /// buffer waits at most a quarter longer than the ring had already been
-/// quiet, and the lane's CPU falls as the gaps grow. A queue whose
-/// requests come closer than [`Quiet::AFTER_US`] apart never has its lane
+/// quiet, and the thread's CPU falls as the gaps grow. A queue whose
+/// requests come closer than [`Quiet::AFTER_US`] apart never has its thread
 /// nap; notifications stay off during a nap, which saves the kicks a
 /// spin would. No nap is longer than [`Quiet::LIMIT_US`] whatever
 /// `poll_max_nap` says (0, no nap, is the default), nor half of vhost's
-/// watchdog bound (`poll_stall_us`, `LanePolicy::after_pass`). A nap is
+/// watchdog bound (`poll_stall_us`, `ThreadPolicy::after_pass`). A nap is
 /// not cut short: a start request or a stop waits for its end.
 #[derive(Debug, Default)]
 pub(super) struct Quiet {
@@ -147,7 +147,7 @@ pub(super) struct Quiet {
 }
 
 impl Quiet {
-    /// How long (µs) no pass found work before a lane naps.
+    /// How long (µs) no pass found work before a thread naps.
     pub(super) const AFTER_US: u64 = 1000;
 
     /// The longest nap (µs), whatever `poll_max_nap` says.
@@ -181,25 +181,25 @@ impl Quiet {
             .min(Self::LIMIT_US)
     }
 
-    /// The lane slept with nothing to poll: quiet from its next pass on.
+    /// The thread slept with nothing to poll: quiet from its next pass on.
     pub(super) fn rested(&mut self) {
         *self = Self::new();
     }
 }
 
-/// What a kick saved costs a lane's CPU, while others want that CPU.
+/// What a kick saved costs a thread's CPU, while others want that CPU.
 ///
 /// A visit that queues a handler does what a kick would have done: the
-/// lane's CPU over those visits is what each saved kick cost. Where the
-/// lane has its CPU to itself that costs nobody anything. Where others
+/// thread's CPU over those visits is what each saved kick cost. Where the
+/// thread has its CPU to itself that costs nobody anything. Where others
 /// want it (a pass ended with tasks waiting), every microsecond of it is
 /// taken from them: from a guest's vCPU thread, the vhost workers, the
-/// drivers. So over windows of [`KickCost::JIFFIES`] jiffies, a lane
+/// drivers. So over windows of [`KickCost::JIFFIES`] jiffies, a thread
 /// whose CPU per queued handler exceeded `poll_max_kick_cost` while
 /// others waited at least once is *over*: it hands its virtqueues back
 /// (`Exit::Contended`) and takes no others until a window says
 /// otherwise. Per-pass contention ([`Contention`]) misses this case: a
-/// lane whose empty passes are short sees others waiting at few of them,
+/// thread whose empty passes are short sees others waiting at few of them,
 /// though it keeps half of a CPU they need.
 #[derive(Debug, Default)]
 pub(super) struct KickCost {
@@ -225,7 +225,7 @@ impl KickCost {
         }
     }
 
-    /// A pass ended at `now`: it took `ns` of the lane's time, queued
+    /// A pass ended at `now`: it took `ns` of the thread's time, queued
     /// `queued` handlers, and found others waiting for the CPU or not.
     /// `max_us` is `poll_max_kick_cost`.
     pub(super) fn after_pass(
@@ -252,7 +252,7 @@ impl KickCost {
         self.waited |= others_waiting;
     }
 
-    /// The lane slept with nothing to poll: measure afresh.
+    /// The thread slept with nothing to poll: measure afresh.
     pub(super) fn rested(&mut self) {
         *self = Self::new();
     }
@@ -263,21 +263,21 @@ impl KickCost {
     }
 }
 
-/// How often a lane's CPU is taken from it for longer than vhost's
+/// How often a thread's CPU is taken from it for longer than vhost's
 /// watchdog allows (`poll_stall_us`).
 ///
-/// One stall (the watchdog took a ring back because the lane had not
+/// One stall (the watchdog took a ring back because the thread had not
 /// looked at it for the bound) cools that ring down, as a verdict on the
-/// lane's CPU. But a neighbour that takes the CPU again and again (a
-/// real-time task 10 ms on, 10 ms off) would stall every ring the lane
+/// thread's CPU. But a neighbour that takes the CPU again and again (a
+/// real-time task 10 ms on, 10 ms off) would stall every ring the thread
 /// takes next, and delay each one's requests by up to its bursts, while
-/// the lane, seeing no one waiting whenever it runs, finds no contention.
-/// So a lane that found stalled rings in [`Stalls::EPISODES`] passes
+/// the thread, seeing no one waiting whenever it runs, finds no contention.
+/// So a thread that found stalled rings in [`Stalls::EPISODES`] passes
 /// within [`Stalls::WINDOW_JIFFIES`] hands every ring back
 /// (`Exit::Stalled`) and takes none for a hold:
 /// [`Stalls::HOLD_MIN_JIFFIES`] the first time, twice as long each time
 /// the verdict falls again within the hold after the last one ended, up
-/// to [`Stalls::HOLD_MAX_JIFFIES`]. Not reset when the lane rests: its
+/// to [`Stalls::HOLD_MAX_JIFFIES`]. Not reset when the thread rests: its
 /// CPU is the same.
 #[derive(Debug, Default)]
 pub(super) struct Stalls {
@@ -306,7 +306,7 @@ impl Stalls {
     }
 
     /// A pass ended at `now`, having found a ring the watchdog took back
-    /// (`stalled`) or not. Returns whether the verdict fell now: the lane
+    /// (`stalled`) or not. Returns whether the verdict fell now: the thread
     /// hands everything back, and is held.
     pub(super) fn after_pass(&mut self, now: Jiffy, stalled: bool) -> bool {
         if !stalled {
@@ -427,7 +427,7 @@ mod tests {
         };
         // 16 ms of CPU for 8 queued handlers, others waiting once: 2 ms a
         // kick, over a limit of 1 ms; not at 2 ms allowed, nor with no
-        // limit, nor when nobody waited (the CPU was the lane's to spend).
+        // limit, nor when nobody waited (the CPU was the thread's to spend).
         assert!(window(16 * MS, 8, true, 1000));
         assert!(!window(16 * MS, 8, true, 2000));
         assert!(!window(16 * MS, 8, true, 0));
@@ -466,7 +466,7 @@ mod tests {
     }
 
     #[test]
-    fn stalls_in_a_few_passes_hold_the_lane_and_holds_grow() {
+    fn stalls_in_a_few_passes_hold_the_thread_and_holds_grow() {
         let mut s = Stalls::new();
         assert!(!s.after_pass(j(0), false));
         assert!(!s.after_pass(j(1), true));

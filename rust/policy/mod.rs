@@ -7,10 +7,10 @@
 //! - [`Kicks`] (a virtqueue, lock-free, any context): a kick in
 //!   notification mode asks for a start or not.
 //! - [`VqPolicy`] (a virtqueue; under the table's lock while in
-//!   notification mode, under its lane's ring lock while polled): a start
-//!   request goes on a lane or is refused until a jiffy; a visit stays or
+//!   notification mode, under its thread's ring lock while polled): a start
+//!   request goes on a thread or is refused until a jiffy; a visit stays or
 //!   exits, and why; an exit sets what the next start may do.
-//! - [`LanePolicy`] (a polling thread, its own): after a pass, go on,
+//! - [`ThreadPolicy`] (a polling thread, its own): after a pass, go on,
 //!   pause or yield, and whether to hand every virtqueue back.
 //! - [`Budget`] (all polling workers, under the table's lock): whether
 //!   one more worker may poll, or which gives its place up.
@@ -27,10 +27,10 @@
 mod budget;
 mod cpu;
 mod gain;
-mod lane;
-mod lanes;
 mod params;
+mod pass;
 mod rate;
+mod threads;
 mod time;
 mod vq;
 mod window;
@@ -40,10 +40,10 @@ mod scenarios;
 
 pub use budget::{Admit, Budget, Spinner};
 pub use cpu::{Contention, Pause};
-pub use lane::{AfterPass, LanePolicy, PassSeen};
-pub use lanes::{cpus_online, lane_cpu, ThreadLoad, THREADS_MAX};
 pub use params::Params;
+pub use pass::{AfterPass, PassSeen, ThreadPolicy};
 pub use rate::Kicks;
+pub use threads::{cpus_online, thread_cpu, ThreadLoad, THREADS_MAX};
 pub use time::Jiffy;
 pub use vq::{Exit, Seen, Start, Tally, Visited, VqPolicy};
 pub use window::Bounds;

@@ -2,7 +2,7 @@
 
 //! The module parameters as one decision sees them.
 
-use super::lanes::threads_wanted;
+use super::threads::threads_wanted;
 use super::window::Bounds;
 
 /// The parameters, read once for one decision: a write from user space
@@ -18,22 +18,22 @@ pub struct Params {
     /// every polled virtqueue, and refuses no start.
     pub min_gain: u32,
     /// `poll_threads`, as written.
-    pub threads: u32,
-    /// The CPUs `poll_cpus` lists that are online (as the first lane last
-    /// read them): the most lanes that may run, one per CPU. 0 (the list
+    pub threads_written: u32,
+    /// The CPUs `poll_cpus` lists that are online (as the first thread last
+    /// read them): the most threads that may run, one per CPU. 0 (the list
     /// empty, or none of its CPUs online), no such bound.
     pub cpus: u32,
-    /// `poll_max_kick_cost`: the most CPU, in microseconds, a lane may
+    /// `poll_max_kick_cost`: the most CPU, in microseconds, a thread may
     /// spend per kick it saves while others want its CPU; 0, no limit.
     pub max_kick_cost_us: u32,
-    /// `poll_max_nap`: the longest nap, in microseconds, of a lane whose
+    /// `poll_max_nap`: the longest nap, in microseconds, of a thread whose
     /// rings have been quiet (`Quiet`); 0, it never naps.
     pub max_nap_us: u32,
     /// `poll_stall_us`, as written (see [`Params::stall_us`]).
     pub stall_us_written: u32,
     /// No CPU given to polling (`poll_cpus` empty):
     /// a virtqueue started now is polled by its own vhost worker, and its
-    /// lane only counts its work.
+    /// thread only counts its work.
     pub in_worker: bool,
     /// `poll_max_workers`: the most vhost workers that may poll their own
     /// virtqueues at once, host-wide; 0, one per online CPU.
@@ -46,7 +46,7 @@ impl Params {
         start_rate: 0,
         bounds: Bounds { min: 2, max: 16 },
         min_gain: 16,
-        threads: 1,
+        threads_written: 1,
         cpus: 0,
         max_kick_cost_us: 0,
         max_nap_us: 0,
@@ -71,7 +71,7 @@ impl Params {
     /// The longest.
     pub const STALL_US_MAX: u32 = 1_000_000;
 
-    /// The longest a lane may leave a virtqueue it polls without a look
+    /// The longest a thread may leave a virtqueue it polls without a look
     /// before vhost's watchdog hands it back, in µs: `poll_stall_us`, a
     /// value out of [`Params::STALL_US_MIN`] to [`Params::STALL_US_MAX`]
     /// counting as the nearer of the two. Taken at each start.
@@ -80,12 +80,12 @@ impl Params {
             .clamp(Self::STALL_US_MIN, Self::STALL_US_MAX)
     }
 
-    /// How many lanes (polling threads) should run: `poll_threads`, but
+    /// How many polling threads should run: `poll_threads`, but
     /// no more than the CPUs given to them, so that two never share one
     /// (each would see the other as contention, and both hand everything
     /// back).
-    pub fn lanes(&self) -> usize {
-        let wanted = threads_wanted(self.threads);
+    pub fn threads(&self) -> usize {
+        let wanted = threads_wanted(self.threads_written);
         match usize::try_from(self.cpus) {
             Ok(0) | Err(_) => wanted,
             Ok(cpus) => wanted.min(cpus),
@@ -104,18 +104,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lanes_are_bounded_by_the_online_listed_cpus() {
+    fn threads_are_bounded_by_the_online_listed_cpus() {
         let mut p = Params {
-            threads: 4,
+            threads_written: 4,
             ..Default::default()
         };
-        assert_eq!(p.lanes(), 4, "no list: poll_threads alone");
+        assert_eq!(p.threads(), 4, "no list: poll_threads alone");
         p.cpus = 2;
-        assert_eq!(p.lanes(), 2);
+        assert_eq!(p.threads(), 2);
         p.cpus = 8;
-        assert_eq!(p.lanes(), 4);
-        p.threads = 0;
-        assert_eq!(p.lanes(), 1);
+        assert_eq!(p.threads(), 4);
+        p.threads_written = 0;
+        assert_eq!(p.threads(), 1);
     }
 
     #[test]

@@ -77,17 +77,17 @@ impl Default for RateTracker {
     }
 }
 
-/// Whether a virtqueue's kicks may ask the first lane to start polling it:
-/// not before a jiffy the first lane set when it refused a start (the
+/// Whether a virtqueue's kicks may ask the first thread to start polling it:
+/// not before a jiffy the first thread set when it refused a start (the
 /// virtqueue cools down, or every polling thread is contended). Without
 /// it, each kick that reaches the rate while a start would be refused
-/// wakes the first lane for nothing: at a rate of 1, once a jiffy per
+/// wakes the first thread for nothing: at a rate of 1, once a jiffy per
 /// virtqueue or more, which cost the thread 10% of a CPU in streams it
 /// did not poll. Lock-free, from any context.
 ///
 /// The two atomics are read apart: a kick racing with
 /// [`StartGate::defer_until`] may ask once more, or not ask in the jiffy
-/// it races in; the lane is not asked anything it cannot decide, and a
+/// it races in; the thread is not asked anything it cannot decide, and a
 /// later kick asks again.
 pub(super) struct StartGate {
     deferred: AtomicBool,
@@ -144,7 +144,7 @@ pub(super) fn starts_polling(count: u32, poll_start_rate: u32) -> bool {
 }
 
 /// A virtqueue's kicks as the policy sees them: their rate, and the
-/// gate the lane closes when it refuses a start. Lock-free, O(1), from
+/// gate the thread closes when it refuses a start. Lock-free, O(1), from
 /// any context (the kick hook runs with interrupts possibly off).
 #[derive(Default)]
 pub struct Kicks {
@@ -161,7 +161,7 @@ impl Kicks {
         }
     }
 
-    /// A kick in notification mode at `now`: whether it asks the lane
+    /// A kick in notification mode at `now`: whether it asks the thread
     /// for a start. It does when the jiffy's kicks reach `poll_start_rate`
     /// and the gate is open (or not enforced: `poll_min_gain` 0). With
     /// polling off the rate is not even counted.

@@ -16,13 +16,13 @@ struct SimVq {
     refused: u32,
 }
 
-/// The module in miniature: virtqueues, lanes, the clock, the parameters.
+/// The module in miniature: virtqueues, threads, the clock, the parameters.
 struct Sim {
     start: usize,
     now: Jiffy,
     p: Params,
     vqs: Vec<SimVq>,
-    lanes: Vec<LanePolicy>,
+    threads: Vec<ThreadPolicy>,
     polled: Vec<u32>,
 }
 
@@ -42,7 +42,7 @@ impl Sim {
                     refused: 0,
                 })
                 .collect(),
-            lanes: (0..THREADS_MAX).map(|_| LanePolicy::new()).collect(),
+            threads: (0..THREADS_MAX).map(|_| ThreadPolicy::new()).collect(),
             polled: vec![0; THREADS_MAX],
         }
     }
@@ -71,13 +71,13 @@ impl Sim {
         ask
     }
 
-    /// The first lane serves the start requests.
+    /// The first thread serves the start requests.
     fn serve(&mut self) {
-        let loads: Vec<ThreadLoad> = (0..self.p.lanes())
+        let loads: Vec<ThreadLoad> = (0..self.p.threads())
             .map(|i| {
-                let lane = &self.lanes[i];
-                let held = lane.held_until(self.now).is_some();
-                LanePolicy::load(self.polled[i], lane.contended(), held, &self.p)
+                let thread = &self.threads[i];
+                let held = thread.held_until(self.now).is_some();
+                ThreadPolicy::load(self.polled[i], thread.contended(), held, &self.p)
             })
             .collect();
         for vq in &mut self.vqs {
@@ -105,8 +105,8 @@ impl Sim {
     fn stop(&mut self, v: usize, why: Exit) {
         let t = self.t();
         let vq = &mut self.vqs[v];
-        if let Some((lane, closed)) = vq.policy.stopped(self.now, why, &self.p) {
-            self.polled[lane] -= 1;
+        if let Some((thread, closed)) = vq.policy.stopped(self.now, why, &self.p) {
+            self.polled[thread] -= 1;
             if let Some(until) = closed {
                 vq.kicks.close_until(until, false);
             }
@@ -130,11 +130,11 @@ impl Sim {
         visited
     }
 
-    /// One pass of `lane` over the vqs it polls, each seeing what `ring`
+    /// One pass of `thread` over the vqs it polls, each seeing what `ring`
     /// says; `others_waiting` for its CPU at the end.
     fn pass(
         &mut self,
-        lane: usize,
+        thread: usize,
         others_waiting: bool,
         mut ring: impl FnMut(usize) -> Seen,
     ) -> AfterPass {
@@ -143,17 +143,17 @@ impl Sim {
             ..PassSeen::default()
         };
         for v in 0..self.vqs.len() {
-            if self.vqs[v].policy.lane() == Some(&lane) {
+            if self.vqs[v].policy.thread() == Some(&thread) {
                 let visited = self.visit(v, ring(v));
                 seen.found |= visited.work;
                 seen.paid |= visited.queued;
                 seen.queued += u32::from(visited.queued);
             }
         }
-        let after = self.lanes[lane].after_pass(self.now, seen, &self.p);
+        let after = self.threads[thread].after_pass(self.now, seen, &self.p);
         if let Some(why) = after.hand_back {
             for v in 0..self.vqs.len() {
-                if self.vqs[v].policy.lane() == Some(&lane) {
+                if self.vqs[v].policy.thread() == Some(&thread) {
                     self.stop(v, why);
                 }
             }
@@ -283,7 +283,7 @@ fn request_response_stays_polled_between_requests_and_leaves_when_they_stop() {
 #[test]
 fn a_trickle_of_one_buffer_a_jiffy_keeps_its_vq_polled() {
     // What the rules do today: a buffer a jiffy, each one queued by a
-    // visit, pays by the gain rule and keeps the lane polling between
+    // visit, pays by the gain rule and keeps the thread polling between
     // them. (Issue 19 asks to weigh this against what it costs.)
     for start in STARTS {
         let mut s = Sim::new(start, 1, p(1));
@@ -321,13 +321,13 @@ fn a_hostile_ring_that_shows_buffers_nobody_takes_goes_idle() {
 }
 
 #[test]
-fn a_contended_cpu_hands_back_and_refuses_until_the_lane_rests() {
+fn a_contended_cpu_hands_back_and_refuses_until_the_thread_rests() {
     for start in STARTS {
         let mut s = Sim::new(start, 2, p(1));
         s.burst(0, 1);
         assert!(s.polled(0));
-        // Others wait for the lane's CPU at every pass: after a whole
-        // window (2 jiffies) the lane is contended and hands back.
+        // Others wait for the thread's CPU at every pass: after a whole
+        // window (2 jiffies) the thread is contended and hands back.
         let mut t = 0;
         while s.polled(0) {
             let after = s.pass(0, true, |_| ring(1, false));
@@ -337,7 +337,7 @@ fn a_contended_cpu_hands_back_and_refuses_until_the_lane_rests() {
             assert!(t <= 3, "still polled after {t} jiffies");
         }
         assert_eq!(s.vqs[0].exits.last().map(|e| e.1), Some(Exit::Contended));
-        // A start while the lane is contended is refused; its kicks then
+        // A start while the thread is contended is refused; its kicks then
         // wait out the contention window, not a cool-down.
         s.burst(1, 1);
         assert!(!s.polled(1));
@@ -345,8 +345,8 @@ fn a_contended_cpu_hands_back_and_refuses_until_the_lane_rests() {
         assert!(!s.kick(1), "the gate is closed");
         s.tick(Contention::JIFFIES);
         assert!(s.kick(1), "open after a window");
-        // The lane rests (slept with nothing to poll): room again.
-        s.lanes[0].rested();
+        // The thread rests (slept with nothing to poll): room again.
+        s.threads[0].rested();
         s.serve();
         assert!(s.polled(1));
         // With poll_min_gain 0 contention hands nothing back.
@@ -374,7 +374,7 @@ fn contention_cools_a_vq_down_as_before() {
     let mut s = Sim::new(0, 1, p(1));
     s.burst(0, 1);
     s.stop(0, Exit::Contended);
-    s.lanes[0].rested();
+    s.threads[0].rested();
     s.tick(Contention::JIFFIES);
     assert!(!s.kick(0), "cooling down");
     s.tick(super::gain::CoolDown::MIN_JIFFIES as usize);
@@ -382,10 +382,10 @@ fn contention_cools_a_vq_down_as_before() {
 }
 
 #[test]
-fn a_starved_lane_decides_on_its_first_pass_back() {
+fn a_starved_thread_decides_on_its_first_pass_back() {
     for start in STARTS {
-        // The lane does not run for 300 jiffies (a task of a higher class
-        // on its CPU). The policy decides only when the lane runs: its
+        // The thread does not run for 300 jiffies (a task of a higher class
+        // on its CPU). The policy decides only when the thread runs: its
         // first pass back hands an idle vq back at once, and keeps one
         // whose handlers took buffers meanwhile.
         let mut s = Sim::new(start, 2, p(1));
@@ -401,8 +401,8 @@ fn a_starved_lane_decides_on_its_first_pass_back() {
 #[test]
 fn a_vq_the_watchdog_took_back_settles_as_stalled_and_cools_down() {
     for start in STARTS {
-        // vhost's watchdog took vq 0 back while its lane was off its CPU.
-        // The lane learns it at its first step back: the exit is a stall,
+        // vhost's watchdog took vq 0 back while its thread was off its CPU.
+        // The thread learns it at its first step back: the exit is a stall,
         // and the vq cools down before its kicks may ask again.
         let mut s = Sim::new(start, 1, p(1));
         s.burst(0, 1);
@@ -449,22 +449,25 @@ fn parameter_writes_take_effect_at_the_next_decision() {
         s.pass(0, false, |_| ring(5, true));
         assert_eq!(s.vqs[0].exits.last().map(|e| e.1), Some(Exit::Off));
         assert!(!(0..100).any(|_| s.kick(1)));
-        // poll_threads: a start goes to the lane with the fewest, among
-        // the lanes wanted now; a lane past the count retires.
-        s.p = Params { threads: 2, ..p(1) };
+        // poll_threads: a start goes to the thread with the fewest, among
+        // the threads wanted now; a thread past the count retires.
+        s.p = Params {
+            threads_written: 2,
+            ..p(1)
+        };
         s.tick(1);
         s.burst(0, 1);
         s.burst(1, 1);
-        assert_eq!(s.vqs[0].policy.lane(), Some(&0));
-        assert_eq!(s.vqs[1].policy.lane(), Some(&1));
-        s.p.threads = 1;
-        assert!(LanePolicy::retired(1, &s.p));
-        assert!(!LanePolicy::retired(0, &s.p));
-        assert_eq!(s.p.lanes(), 1);
-        s.p.threads = 0;
-        assert_eq!(s.p.lanes(), 1, "0 counts as 1");
-        s.p.threads = 100;
-        assert_eq!(s.p.lanes(), THREADS_MAX);
+        assert_eq!(s.vqs[0].policy.thread(), Some(&0));
+        assert_eq!(s.vqs[1].policy.thread(), Some(&1));
+        s.p.threads_written = 1;
+        assert!(ThreadPolicy::retired(1, &s.p));
+        assert!(!ThreadPolicy::retired(0, &s.p));
+        assert_eq!(s.p.threads(), 1);
+        s.p.threads_written = 0;
+        assert_eq!(s.p.threads(), 1, "0 counts as 1");
+        s.p.threads_written = 100;
+        assert_eq!(s.p.threads(), THREADS_MAX);
     }
 }
 
@@ -478,9 +481,9 @@ fn every_counter_of_buffers_and_passes_saturates_instead_of_wrapping() {
     assert_eq!(v.exit, Some(Exit::Gain));
     // Passes: a window of contention counts its passes without overflow,
     // however many come in one jiffy.
-    let mut lane = LanePolicy::new();
+    let mut thread = ThreadPolicy::new();
     for _ in 0..1_000_000 {
-        lane.after_pass(Jiffy::from_raw(7), PassSeen::default(), &p(1));
+        thread.after_pass(Jiffy::from_raw(7), PassSeen::default(), &p(1));
     }
-    assert!(!lane.contended());
+    assert!(!thread.contended());
 }

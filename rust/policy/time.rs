@@ -50,7 +50,7 @@ impl Jiffy {
 /// `min` the first time, twice the last wait each time it is asked for
 /// again before as long again as that wait has passed since it ended, up
 /// to `max`; `min` again after that. The cool-down of a virtqueue handed
-/// back (`CoolDown`) and the hold of a lane stalled again and again
+/// back (`CoolDown`) and the hold of a thread stalled again and again
 /// (`Stalls`) are such waits.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Backoff {

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! One virtqueue's life between notification mode and poll mode, as the
-//! lanes decide it: which start request goes where, what a visit
+//! threads decide it: which start request goes where, what a visit
 //! decides, and what an exit leaves for the next start.
 
 use super::budget::{Budget, Saves};
 use super::cpu::Contention;
 use super::gain::{CoolDown, Gain};
-use super::lanes::{place, ThreadLoad};
 use super::params::Params;
+use super::threads::{place, ThreadLoad};
 use super::time::Jiffy;
 use super::window::{Idle, Window};
 
@@ -17,7 +17,7 @@ use super::window::{Idle, Window};
 pub enum Exit {
     /// No work for its idle window.
     Idle,
-    /// Polling was switched off (`poll_start_rate` 0), its lane is no
+    /// Polling was switched off (`poll_start_rate` 0), its thread is no
     /// longer wanted (`poll_threads` lowered), or the module unloads.
     Off,
     /// Its ring cannot be read now, or it has no owner.
@@ -28,11 +28,11 @@ pub enum Exit {
     Detach,
     /// Polling it saves too few kicks to pay for itself.
     Gain,
-    /// Its lane's CPU is wanted by other tasks: a verdict about the CPU,
+    /// Its thread's CPU is wanted by other tasks: a verdict about the CPU,
     /// not about this virtqueue.
     Contended,
-    /// vhost's watchdog took it back: its lane had not visited it for
-    /// `poll_stall_us` (its thread kept off its CPU); or its lane was
+    /// vhost's watchdog took it back: its thread had not visited it for
+    /// `poll_stall_us` (its thread kept off its CPU); or its thread was
     /// stalled so again and again (`Stalls`).
     Stalled,
     /// Its worker's polling went to a device that saves more kicks: the
@@ -45,10 +45,10 @@ pub enum Exit {
 pub(super) enum Mode<L> {
     /// Notifications on: its own worker runs at each kick.
     Notify,
-    /// Notifications off, lane `lane` visits its ring.
+    /// Notifications off, thread `thread` visits its ring.
     Polled {
-        /// The lane that polls it.
-        lane: L,
+        /// The thread that polls it.
+        thread: L,
         /// This poll period's last work.
         idle: Idle,
         /// This poll period's gain.
@@ -65,7 +65,7 @@ pub(super) enum Mode<L> {
 pub enum Start {
     /// Nothing to do: polled already, or polling is off.
     Ignore,
-    /// Start polling it on lane `n`.
+    /// Start polling it on thread `n`.
     On(usize),
     /// Refused: it stays with its own worker, and its kicks need not ask
     /// again before `until`.
@@ -129,7 +129,7 @@ impl Visited {
 
 /// One virtqueue's policy: its mode, its idle window, and its cool-down
 /// after a hand-back for want of gain. `L` is how the caller names a
-/// lane; the policy only keeps it.
+/// thread; the policy only keeps it.
 ///
 /// # Invariants
 ///
@@ -152,10 +152,10 @@ impl<L> VqPolicy<L> {
         }
     }
 
-    /// The lane that polls it, in poll mode.
-    pub fn lane(&self) -> Option<&L> {
+    /// The thread that polls it, in poll mode.
+    pub fn thread(&self) -> Option<&L> {
         match &self.mode {
-            Mode::Polled { lane, .. } => Some(lane),
+            Mode::Polled { thread, .. } => Some(thread),
             Mode::Notify => None,
         }
     }
@@ -188,12 +188,12 @@ impl<L> VqPolicy<L> {
     }
 
     /// Its kicks reached the rate and asked for a start, at `now`, with
-    /// the wanted lanes' loads ([`LanePolicy::load`]). Goes to the lane
+    /// the wanted threads' loads ([`ThreadPolicy::load`]). Goes to the thread
     /// that polls the fewest among those not contended; refused while it
-    /// cools down (not with `poll_min_gain` 0), or when every lane is
+    /// cools down (not with `poll_min_gain` 0), or when every thread is
     /// contended.
     ///
-    /// [`LanePolicy::load`]: super::LanePolicy::load
+    /// [`ThreadPolicy::load`]: super::ThreadPolicy::load
     pub fn start_request(
         &self,
         now: Jiffy,
@@ -203,27 +203,27 @@ impl<L> VqPolicy<L> {
         if self.is_polled() || !p.polling_on() {
             return Start::Ignore;
         }
-        let lane = place(loads);
+        let thread = place(loads);
         let cooling = p.hands_back() && !self.cool.allows(now);
-        match lane {
+        match thread {
             Some(n) if !cooling => Start::On(n),
             _ => Start::Refuse {
                 until: match self.cool.until() {
                     Some(until) if cooling => until,
-                    // Every lane contended: ask again after a window.
+                    // Every thread contended: ask again after a window.
                     _ => now.plus(Contention::JIFFIES),
                 },
             },
         }
     }
 
-    /// It entered poll mode on `lane` at `now` (its start was granted and
+    /// It entered poll mode on `thread` at `now` (its start was granted and
     /// carried out).
-    pub fn started(&mut self, lane: L, now: Jiffy, p: &Params) {
+    pub fn started(&mut self, thread: L, now: Jiffy, p: &Params) {
         self.window.enter(now, p.bounds);
         // INVARIANT: Entered poll mode.
         self.mode = Mode::Polled {
-            lane,
+            thread,
             idle: Idle::new(now),
             gain: Gain::new(),
             since: now,
@@ -296,13 +296,13 @@ impl<L> VqPolicy<L> {
         }
     }
 
-    /// It left poll mode at `now`, for `why`. Returns its lane, and until
+    /// It left poll mode at `now`, for `why`. Returns its thread, and until
     /// when its kicks need not ask for a start (a cool-down began);
     /// `None` if it was not polled.
     pub fn stopped(&mut self, now: Jiffy, why: Exit, p: &Params) -> Option<(L, Option<Jiffy>)> {
         // INVARIANT: Back in notification mode.
         let Mode::Polled {
-            lane, idle, gain, ..
+            thread, idle, gain, ..
         } = core::mem::replace(&mut self.mode, Mode::Notify)
         else {
             return None;
@@ -319,17 +319,17 @@ impl<L> VqPolicy<L> {
         } else if gain.paid(p.min_gain) {
             self.cool.paid();
         }
-        Some((lane, closed))
+        Some((thread, closed))
     }
 
     /// Whether an exit for `why` starts a cool-down. Contention is a
-    /// verdict on the lane's CPU, not on this vq, yet it cools the vq
-    /// down as a want of gain does: without it (a start as soon as a lane
+    /// verdict on the thread's CPU, not on this vq, yet it cools the vq
+    /// down as a want of gain does: without it (a start as soon as a thread
     /// has room) streams churned in and out of poll mode on a contended
     /// CPU, and the A/B of that rule lost stream throughput (geometric
-    /// mean of poll/notify 0.74 against 1.02, the lane at 13% of a CPU
+    /// mean of poll/notify 0.74 against 1.02, the thread at 13% of a CPU
     /// against 0.5%; Documentation/results/2026-12-01-contention-cool-down.rst).
-    /// A stall is a verdict on the lane's CPU too, a harder one: a task
+    /// A stall is a verdict on the thread's CPU too, a harder one: a task
     /// that kept the thread off it for the watchdog's bound is likely to
     /// do it again.
     fn cools_down(why: Exit) -> bool {

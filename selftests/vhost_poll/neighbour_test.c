@@ -498,7 +498,7 @@ static unsigned long long burst_p99(unsigned long long *us, unsigned long long *
  * came during a burst waited for its end, 50 times a second, and no rule
  * saw it (the thread, whenever it ran, found nobody waiting for its CPU).
  * With the bound in microseconds (poll_stall_us, 5 ms by default) each
- * burst stalls the ring, which cools down; and a lane stalled again and
+ * burst stalls the ring, which cools down; and a thread stalled again and
  * again is held and takes no ring. So the owner's p99 over the last of 3
  * seconds of bursts is back within notification mode's with the same
  * neighbour, and a jiffy. (Before: p99 about a burst, 10 ms.)
@@ -609,7 +609,7 @@ static void hog(void)
  * A napping thread still gives way to a task that wants its CPU all the
  * time. The passes after which it naps leave the CPU to that task, and
  * the contention rule does not count them as passes the task waited for
- * (LanePolicy::after_pass, whose host test fails on the rule before);
+ * (ThreadPolicy::after_pass, whose host test fails on the rule before);
  * the passes that found a buffer, and those that yielded right after,
  * it still counts, and at a buffer every 5 ms they are half of some
  * window's passes: the thread naps, and hands the vq back (trace reason
@@ -1364,7 +1364,7 @@ static unsigned long long attach_round_us(void)
  * costs the same with ATTACH_IDLE ownerless devices open as without.
  * Before, attach looked for another virtqueue of the same device (for
  * its number in the counters) through every attached one, under the
- * table's lock that the lanes take between passes: N opens cost O(N^2),
+ * table's lock that the threads take between passes: N opens cost O(N^2),
  * and every open paid for everybody's idle devices. Now the number comes
  * from the last attach (vhost attaches a device's virtqueues one after
  * the other) and the slot from a free list. Rounds of 200 opens, the
@@ -1463,7 +1463,7 @@ static int polled_of(const pid_t *pids, unsigned int n)
 /*
  * Wait @ms; with @wake, a device of this process's opened, kicked in a
  * burst that reaches the rate, and closed, again and again meanwhile:
- * each burst asks for a start, which wakes the first lane wherever its
+ * each burst asks for a start, which wakes the first thread wherever its
  * pass is, as any owner's kicks would.
  */
 static int cost_window(unsigned int ms, bool wake)
@@ -1643,7 +1643,7 @@ TEST_F_TIMEOUT(neighbour, empty_visit_cost_is_counted, 120)
 /*
  * A pass cut short by a wake-up while its next visit waited for an
  * address space is not counted from time zero: one thread's passes do
- * not overlap, so its empty visits, with its first lane woken again and
+ * not overlap, so its empty visits, with its first thread woken again and
  * again across COST_VQS owners, cost no more than the wall time between
  * the two readings of its counters, and a pass begun before the first
  * (100 ms at most here). On simulated time too: a cost from time zero
@@ -1661,7 +1661,7 @@ TEST_F_TIMEOUT(neighbour, wake_ups_leave_the_visit_cost_true, 120)
 	ASSERT_EQ(0, ret) {
 		TH_LOG("%s", ret == -EAGAIN ? "a vq left poll mode in every try" : strerror(-ret));
 	}
-	TH_LOG("%d idle vqs of as many owners, the lane woken again and again:", COST_VQS);
+	TH_LOG("%d idle vqs of as many owners, the thread woken again and again:", COST_VQS);
 	TH_LOG("%llu empty visits in %llu ms, %llu ns in all (try %d)", v, ms, ns, tries + 1);
 	ASSERT_LT(0, v);
 	EXPECT_GE((ms + 100) * 1000000ULL, ns);
@@ -2351,19 +2351,19 @@ TEST_F(neighbour, remapped_ring_page_drops_the_pin)
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 
-/* Ratios the lanes test measures, at most twice as many tries, and the
+/* Ratios the threads test measures, at most twice as many tries, and the
  * median they must reach.
  */
-#define LANES_RUNS	5
+#define THREADS_RUNS	5
 
-#define LANES_GAIN	1.25
+#define THREADS_GAIN	1.25
 
 /*
  * One owner's OWNER_VQS_MAX idle polled vqs, started with @threads
  * polling threads (poll_threads): the threads' empty visits a
  * millisecond, summed, over COST_MS, in *@per_ms. As idle_window().
  */
-static int lanes_rate(int threads, double *per_ms)
+static int threads_rate(int threads, double *per_ms)
 {
 	unsigned long long ms;
 	struct idle_counts d;
@@ -2385,40 +2385,40 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /*
- * Two polling threads do not take turns (poll_threads=2): each lane
+ * Two polling threads do not take turns (poll_threads=2): each thread
  * visits the vqs it polls holding its own lock, so over the same idle
  * vqs two threads, each on a CPU, make well over the visits one makes.
  * When every visit took the table's one lock, two made 0.75 to 1.11
  * times one's in seven tries of eight (1.62 in the other), now 1.95 and
- * 2.06 (x86_64 guest, TCG). The median of LANES_RUNS ratios, each
- * measured back to back, must reach LANES_GAIN, in one of three rounds.
+ * 2.06 (x86_64 guest, TCG). The median of THREADS_RUNS ratios, each
+ * measured back to back, must reach THREADS_GAIN, in one of three rounds.
  */
-TEST_F_TIMEOUT(neighbour, two_lanes_do_not_wait_on_each_other, 120)
+TEST_F_TIMEOUT(neighbour, two_threads_do_not_wait_on_each_other, 120)
 {
-	double one, two, r[LANES_RUNS], median = 0;
+	double one, two, r[THREADS_RUNS], median = 0;
 	int ret, tries, n, round;
 
 	if (vp_ncpus() < 2)
-		SKIP(return, "needs 2 CPUs: on one, two lanes take turns whatever they lock");
+		SKIP(return, "needs 2 CPUs: on one, two threads take turns whatever they lock");
 	ASSERT_EQ(0, vp_param_set("poll_min_gain", 0));
 	/*
 	 * A CPU each (one thread a CPU, in order): what is measured is the
 	 * locks, not where the scheduler put the threads. Since the peek made
 	 * an empty visit cheaper, ratios spread more (x0.88 to x2.54, TCG),
-	 * and one median of LANES_RUNS in four or five missed: another
+	 * and one median of THREADS_RUNS in four or five missed: another
 	 * round is measured when one misses, three rounds at most. Two
 	 * rounds missed once (x1.24, x1.08) in make check, which boots a
-	 * UML guest beside this one on a two-core host: two lanes gain only
+	 * UML guest beside this one on a two-core host: two threads gain only
 	 * while both vCPUs run at once; alone, the same test gave x1.64.
-	 * With one lock for both lanes no ratio reached the gain but one of
+	 * With one lock for both threads no ratio reached the gain but one of
 	 * eight (1.62).
 	 */
 	ASSERT_EQ(0, vp_param_write("poll_cpus", "0-1\n", 4));
-	for (round = 0; round < 3 && median < LANES_GAIN; round++) {
-		for (tries = 0, n = 0; tries < 2 * LANES_RUNS && n < LANES_RUNS; tries++) {
-			ret = lanes_rate(1, &one);
+	for (round = 0; round < 3 && median < THREADS_GAIN; round++) {
+		for (tries = 0, n = 0; tries < 2 * THREADS_RUNS && n < THREADS_RUNS; tries++) {
+			ret = threads_rate(1, &one);
 			if (!ret)
-				ret = lanes_rate(2, &two);
+				ret = threads_rate(2, &two);
 			if (ret == -EAGAIN)
 				continue;
 			ASSERT_EQ(0, ret) TH_LOG("%s", strerror(-ret));
@@ -2427,7 +2427,7 @@ TEST_F_TIMEOUT(neighbour, two_lanes_do_not_wait_on_each_other, 120)
 			TH_LOG("%d idle vqs of one owner, empty visits a ms:", OWNER_VQS_MAX);
 			TH_LOG("%.0f with one thread, %.0f with two (x%.2f)", one, two, two / one);
 		}
-		ASSERT_EQ(LANES_RUNS, n)
+		ASSERT_EQ(THREADS_RUNS, n)
 			TH_LOG("a vq left poll mode, or one thread polled all, too often");
 		qsort(r, n, sizeof(r[0]), cmp_double);
 		median = r[n / 2];
@@ -2435,7 +2435,7 @@ TEST_F_TIMEOUT(neighbour, two_lanes_do_not_wait_on_each_other, 120)
 	}
 	ASSERT_EQ(0, vp_param_set("poll_threads", 1));
 	ASSERT_EQ(0, vp_param_write("poll_cpus", "\n", 1));
-	EXPECT_LE(LANES_GAIN, median);
+	EXPECT_LE(THREADS_GAIN, median);
 	EXPECT_TRUE(vp_worker_settles(STALL_MS));
 }
 

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A lane: one polling thread, as the other lanes, placement and the
-//! counters see it. The first lane (`vhost-poll`) also takes the kicks'
-//! start requests and vhost's callbacks; `poll_threads` adds lanes
+//! A thread: one polling thread, as the other threads, placement and the
+//! counters see it. The first thread (`vhost-poll`) also takes the kicks'
+//! start requests and vhost's callbacks; `poll_threads` adds threads
 //! `vhost-poll/1` and on.
 
 use crate::compat::ARef;
-use crate::counters::LaneCounters;
-use crate::policy::{Jiffy, LanePolicy, Params, ThreadLoad, THREADS_MAX};
+use crate::counters::ThreadCounters;
+use crate::policy::{Jiffy, Params, ThreadLoad, ThreadPolicy, THREADS_MAX};
 use crate::waker::Waker;
 use core::sync::atomic::{
     AtomicBool, AtomicU32, AtomicUsize,
@@ -15,7 +15,7 @@ use core::sync::atomic::{
 };
 use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc, task::Task};
 
-/// The names of the lanes' threads, by index.
+/// The names of the threads, by index.
 pub(crate) const NAMES: [&CStr; THREADS_MAX] = [
     c_str!("vhost-poll"),
     c_str!("vhost-poll/1"),
@@ -27,28 +27,28 @@ pub(crate) const NAMES: [&CStr; THREADS_MAX] = [
     c_str!("vhost-poll/7"),
 ];
 
-/// One lane.
+/// One thread.
 ///
 /// # Invariants
 ///
-/// `waker` wakes the thread that runs this lane's loop.
-pub(crate) struct Lane {
-    /// The lane's number: 0 for the first.
+/// `waker` wakes the thread that runs this thread's loop.
+pub(crate) struct Thread {
+    /// The thread's number: 0 for the first.
     pub(crate) index: usize,
     pub(crate) waker: Arc<Waker>,
-    pub(crate) counters: LaneCounters,
-    /// Virtqueues this lane polls: its ring's entries in poll mode,
+    pub(crate) counters: ThreadCounters,
+    /// Virtqueues this thread polls: its ring's entries in poll mode,
     /// counted by `Entry::start` and `Entry::stop` under the ring's lock.
     polled: AtomicU32,
     /// Its last contention window found its CPU wanted by others, as its
-    /// thread last saw (`LanePolicy::contended`).
+    /// thread last saw (`ThreadPolicy::contended`).
     contended: AtomicBool,
     /// Held for stalls until the jiffy in `held_until`
-    /// (`LanePolicy::held_until`), as its thread last saw.
+    /// (`ThreadPolicy::held_until`), as its thread last saw.
     held: AtomicBool,
     held_until: AtomicUsize,
-    /// The first lane asked its thread to hand back and return
-    /// (`poll_threads` wants fewer lanes); no vq is placed on it since.
+    /// The first thread asked its thread to hand back and return
+    /// (`poll_threads` wants fewer threads); no vq is placed on it since.
     retiring: AtomicBool,
     /// Its thread handed everything back and is returning: stopping it
     /// waits only for the thread's last steps, not for a pass or a
@@ -56,15 +56,15 @@ pub(crate) struct Lane {
     finished: AtomicBool,
 }
 
-impl Lane {
-    /// The lane of thread number `index`, whose task is `task`.
+impl Thread {
+    /// The thread of thread number `index`, whose task is `task`.
     pub(crate) fn new(index: usize, task: ARef<Task>) -> Result<Arc<Self>> {
-        // INVARIANT: The caller gives this lane to `task`'s loop.
+        // INVARIANT: The caller gives this thread to `task`'s loop.
         Ok(Arc::new(
             Self {
                 index,
                 waker: Arc::new(Waker::new(task), GFP_KERNEL)?,
-                counters: LaneCounters::default(),
+                counters: ThreadCounters::default(),
                 polled: AtomicU32::new(0),
                 contended: AtomicBool::new(false),
                 held: AtomicBool::new(false),
@@ -78,10 +78,10 @@ impl Lane {
 
     /// How many virtqueues it polls.
     pub(crate) fn polled(&self) -> u32 {
-        // Relaxed: changed only under the lane's ring lock; a reader
-        // without it (placement, the lane's own sleep check, the
+        // Relaxed: changed only under the thread's ring lock; a reader
+        // without it (placement, the thread's own sleep check, the
         // counters) sees a value that was true a moment ago, and
-        // the lane's waker covers a vq placed after the read.
+        // the thread's waker covers a vq placed after the read.
         self.polled.load(Relaxed)
     }
 
@@ -114,8 +114,8 @@ impl Lane {
         self.held.load(Relaxed) && Jiffy::from_raw(self.held_until.load(Relaxed)).is_after(now)
     }
 
-    /// Asks its thread to hand its vqs back and return (the first lane,
-    /// for a lane `poll_threads` no longer wants). Takes effect when the
+    /// Asks its thread to hand its vqs back and return (the first thread,
+    /// for a thread `poll_threads` no longer wants). Takes effect when the
     /// thread next runs; the watchdog covers its vqs until then.
     pub(crate) fn retire(&self) {
         self.retiring.store(true, Relaxed);
@@ -132,7 +132,7 @@ impl Lane {
     /// Its thread says it has handed everything back and is returning:
     /// stopping it then waits only for its last steps to `do_exit()`.
     pub(crate) fn finish(&self) {
-        // Release: its hand-back happens before the first lane reads it.
+        // Release: its hand-back happens before the first thread reads it.
         self.finished.store(true, Release);
     }
 
@@ -141,9 +141,9 @@ impl Lane {
         self.finished.load(Acquire)
     }
 
-    /// The lane as placement sees it, with parameters `p`.
+    /// The thread as placement sees it, with parameters `p`.
     pub(crate) fn load(&self, p: &Params) -> ThreadLoad {
-        LanePolicy::load(
+        ThreadPolicy::load(
             self.polled(),
             self.contended.load(Relaxed),
             self.held(crate::clock::now()),

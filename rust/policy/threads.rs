@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The polling threads (lanes): how many, and which one a virtqueue goes
-//! to. (The order of visits within a pass is the lane's own: its ring
+//! The polling threads: how many, and which one a virtqueue goes
+//! to. (The order of visits within a pass is the thread's own: its ring
 //! turns by one a pass, `ring.rs` and `Slots::turn`.)
 
 /// The most polling threads there may be (`poll_threads` above this
@@ -40,25 +40,25 @@ pub(super) fn place(threads: impl IntoIterator<Item = ThreadLoad>) -> Option<usi
         .map(|(i, _)| i)
 }
 
-/// Which CPU lane `lane` runs on, with `poll_cpus` listing `listed` (in
+/// Which CPU thread `thread` runs on, with `poll_cpus` listing `listed` (in
 /// ascending order) and `online` telling which CPUs are online now: the
-/// lanes go one per online listed CPU, in order. `None` (anywhere a kernel
-/// thread may run) for an empty list, one with no CPU online, or a lane
-/// beyond the online listed CPUs: no more lanes run than there are
-/// (`Params::lanes`), so such a lane is on its way out, and is given no
-/// CPU that another lane polls on.
+/// threads go one per online listed CPU, in order. `None` (anywhere a kernel
+/// thread may run) for an empty list, one with no CPU online, or a thread
+/// beyond the online listed CPUs: no more threads run than there are
+/// (`Params::threads`), so such a thread is on its way out, and is given no
+/// CPU that another thread polls on.
 ///
-/// So a CPU going offline moves the lanes after it down the list, and the
+/// So a CPU going offline moves the threads after it down the list, and the
 /// last one stops; its coming back starts it again.
-pub fn lane_cpu<I>(lane: usize, listed: I, online: impl Fn(u32) -> bool) -> Option<u32>
+pub fn thread_cpu<I>(thread: usize, listed: I, online: impl Fn(u32) -> bool) -> Option<u32>
 where
     I: Iterator<Item = u32> + Clone,
 {
-    listed.filter(|&cpu| online(cpu)).nth(lane)
+    listed.filter(|&cpu| online(cpu)).nth(thread)
 }
 
 /// How many of the CPUs `listed` are online, as `online` says: the most
-/// lanes that may run ([`Params::cpus`](super::Params::cpus)).
+/// threads that may run ([`Params::cpus`](super::Params::cpus)).
 pub fn cpus_online<I>(listed: I, online: impl Fn(u32) -> bool) -> u32
 where
     I: Iterator<Item = u32>,
@@ -101,11 +101,11 @@ mod tests {
     }
 
     #[test]
-    fn lanes_go_one_per_listed_cpu_in_order_and_never_share_one() {
+    fn threads_go_one_per_listed_cpu_in_order_and_never_share_one() {
         let listed = [2u32, 3, 5];
         let all = |_| true;
         let cpus: Vec<_> = (0..5)
-            .map(|l| lane_cpu(l, listed.iter().copied(), all))
+            .map(|l| thread_cpu(l, listed.iter().copied(), all))
             .collect();
         assert_eq!(cpus, [Some(2), Some(3), Some(5), None, None]);
         assert_eq!(cpus_online(listed.iter().copied(), all), 3);
@@ -113,22 +113,22 @@ mod tests {
 
     #[test]
     fn no_list_or_nothing_online_is_anywhere() {
-        assert_eq!(lane_cpu(0, [].iter().copied(), |_| true), None);
-        assert_eq!(lane_cpu(1, [1u32, 2].iter().copied(), |_| false), None);
+        assert_eq!(thread_cpu(0, [].iter().copied(), |_| true), None);
+        assert_eq!(thread_cpu(1, [1u32, 2].iter().copied(), |_| false), None);
         assert_eq!(cpus_online([1u32, 2].iter().copied(), |_| false), 0);
     }
 
     #[test]
-    fn an_offline_cpu_leaves_one_lane_fewer_and_none_stacked() {
+    fn an_offline_cpu_leaves_one_thread_fewer_and_none_stacked() {
         let listed = [0u32, 1, 2];
         let up = |cpu| cpu != 1;
         let cpus: Vec<_> = (0..3)
-            .map(|l| lane_cpu(l, listed.iter().copied(), up))
+            .map(|l| thread_cpu(l, listed.iter().copied(), up))
             .collect();
         assert_eq!(cpus, [Some(0), Some(2), None]);
         assert_eq!(cpus_online(listed.iter().copied(), up), 2);
         // And back once it is online again.
-        assert_eq!(lane_cpu(1, listed.iter().copied(), |_| true), Some(1));
-        assert_eq!(lane_cpu(2, listed.iter().copied(), |_| true), Some(2));
+        assert_eq!(thread_cpu(1, listed.iter().copied(), |_| true), Some(1));
+        assert_eq!(thread_cpu(2, listed.iter().copied(), |_| true), Some(2));
     }
 }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! One lane (polling thread) as the policy sees it: what it does after
+//! One polling thread as the policy sees it: what it does after
 //! each pass, whether it has time to spare for another virtqueue, and
 //! whether it should run at all.
 
 use super::cpu::{Contention, KickCost, Pause, Quiet, Stalls, StepAside};
-use super::lanes::ThreadLoad;
 use super::params::Params;
+use super::threads::ThreadLoad;
 use super::time::Jiffy;
 use super::vq::Exit;
 
@@ -17,9 +17,9 @@ pub struct PassSeen {
     pub paid: bool,
     /// Some handler took buffers since the last visit.
     pub found: bool,
-    /// Other tasks waited for the lane's CPU when the pass ended.
+    /// Other tasks waited for the thread's CPU when the pass ended.
     pub others_waiting: bool,
-    /// The lane's time since the last pass's pause ended, in ns: this
+    /// The thread's time since the last pass's pause ended, in ns: this
     /// pass, and what kept it from starting; not the time it gave way to
     /// others after a yield.
     pub ns: u64,
@@ -28,42 +28,42 @@ pub struct PassSeen {
     /// The clock when the pass ended (`Ktime` ns), or 0 where no rule
     /// needed it: a pass that found work reads none.
     pub end_ns: u64,
-    /// Something waits for the lane (a wake-up, a stop): it must not nap.
+    /// Something waits for the thread (a wake-up, a stop): it must not nap.
     pub asked: bool,
     /// Every visit only counted a virtqueue whose own worker polls it.
     pub counted_only: bool,
-    /// A visit found a virtqueue vhost's watchdog had taken back: the lane
+    /// A visit found a virtqueue vhost's watchdog had taken back: the thread
     /// was kept off its CPU for `poll_stall_us` ([`Stalls`]).
     pub stalled: bool,
 }
 
-/// What the lane does after a pass.
+/// What the thread does after a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AfterPass {
     /// How it pauses.
     pub pause: Pause,
-    /// Hand every virtqueue of the lane back, for this reason.
+    /// Hand every virtqueue of the thread back, for this reason.
     ///
-    /// Every one, not only some, is what contention must take: a lane
+    /// Every one, not only some, is what contention must take: a thread
     /// spins as long as it polls one virtqueue, its passes only shorter
-    /// with fewer, so only a lane that polls none gives its CPU back to
+    /// with fewer, so only a thread that polls none gives its CPU back to
     /// the tasks that wait for it. The virtqueues that keep reaching the
-    /// rate come back after their cool-down, on a lane whose CPU is not
+    /// rate come back after their cool-down, on a thread whose CPU is not
     /// wanted (placement passes over a contended one, `ThreadLoad`).
     pub hand_back: Option<Exit>,
 }
 
-/// A lane's policy, kept by its thread.
+/// A thread's policy, kept by its thread.
 #[derive(Debug, Default)]
-pub struct LanePolicy {
+pub struct ThreadPolicy {
     contention: Contention,
     kick_cost: KickCost,
     quiet: Quiet,
     stalls: Stalls,
 }
 
-impl LanePolicy {
-    /// A lane that has not polled yet.
+impl ThreadPolicy {
+    /// A thread that has not polled yet.
     pub const fn new() -> Self {
         Self {
             contention: Contention::new(),
@@ -76,17 +76,17 @@ impl LanePolicy {
     /// A pass ended at `now` having seen `seen`.
     ///
     /// A pass followed by a nap does not count as one the others waited
-    /// for ([`Contention`]): for the nap, the lane's CPU is theirs. A
-    /// lane that naps through its quiet stretches spends a fraction of
+    /// for ([`Contention`]): for the nap, the thread's CPU is theirs. A
+    /// thread that naps through its quiet stretches spends a fraction of
     /// the CPU it spins with (`naps` and `nap_us` in the `worker` file),
     /// and handing its virtqueues back for the tasks that wait at the end
     /// of a nap would only bring their kicks back. The passes that found
     /// work, or that it does not nap after, count as before; so does
-    /// every pass for `poll_max_kick_cost`, which weighs the lane's time.
+    /// every pass for `poll_max_kick_cost`, which weighs the thread's time.
     ///
     /// A pass that only counted the work of virtqueues their own workers
     /// poll is followed by a sleep to the next jiffy, and by no verdict
-    /// on the lane's CPU: the lane does not spin, the workers do, each in
+    /// on the thread's CPU: the thread does not spin, the workers do, each in
     /// its owner's cgroup.
     pub fn after_pass(&mut self, now: Jiffy, seen: PassSeen, p: &Params) -> AfterPass {
         if seen.counted_only {
@@ -96,7 +96,7 @@ impl LanePolicy {
                 hand_back: None,
             };
         }
-        // Not asked for anything: a quiet lane naps, for less than half of
+        // Not asked for anything: a quiet thread naps, for less than half of
         // the watchdog's bound.
         let max_nap_us = if seen.asked {
             0
@@ -131,7 +131,7 @@ impl LanePolicy {
         AfterPass { pause, hand_back }
     }
 
-    /// The lane slept with nothing to poll: its CPU is measured afresh.
+    /// The thread slept with nothing to poll: its CPU is measured afresh.
     pub fn rested(&mut self) {
         self.contention.rested();
         self.kick_cost.rested();
@@ -145,14 +145,14 @@ impl LanePolicy {
         self.contention.contended() || self.kick_cost.over()
     }
 
-    /// The end of the hold that stalls put the lane under at `now`, if one
+    /// The end of the hold that stalls put the thread under at `now`, if one
     /// is under way ([`Stalls`]): placement gives it no virtqueue until
     /// then, whatever `poll_min_gain` says.
     pub fn held_until(&self, now: Jiffy) -> Option<Jiffy> {
         self.stalls.held_until(now)
     }
 
-    /// A running lane as placement sees it, polling `polled` virtqueues,
+    /// A running thread as placement sees it, polling `polled` virtqueues,
     /// its CPU last found `contended` or not, and `held` for stalls or
     /// not. With `poll_min_gain` 0 contention refuses nothing; a hold
     /// refuses everything.
@@ -163,17 +163,17 @@ impl LanePolicy {
         }
     }
 
-    /// A lane whose thread is not running (it could not be started): no
+    /// A thread whose thread is not running (it could not be started): no
     /// room, whatever the parameters.
     pub const ABSENT: ThreadLoad = ThreadLoad {
         polled: 0,
         contended: true,
     };
 
-    /// Whether lane `index` is one too many for `poll_threads`: its
-    /// virtqueues go back ([`Exit::Off`]) and the first lane stops it.
+    /// Whether thread `index` is one too many for `poll_threads`: its
+    /// virtqueues go back ([`Exit::Off`]) and the first thread stops it.
     pub fn retired(index: usize, p: &Params) -> bool {
-        index >= p.lanes()
+        index >= p.threads()
     }
 }
 
@@ -192,9 +192,9 @@ mod tests {
 
     #[test]
     fn a_pass_that_only_counted_sleeps_a_tick_and_hands_nothing_back() {
-        let mut l = LanePolicy::new();
+        let mut l = ThreadPolicy::new();
         let p = Params::DEFAULT;
-        // Contended passes of a spinning lane hand everything back...
+        // Contended passes of a spinning thread hand everything back...
         let busy = PassSeen {
             others_waiting: true,
             ..PassSeen::default()
@@ -207,9 +207,9 @@ mod tests {
             }
         }
         assert_eq!(handed, Some(Exit::Contended));
-        // ...a lane that only counts for the workers does not spin: no
+        // ...a thread that only counts for the workers does not spin: no
         // verdict, and a tick's sleep after each pass.
-        let mut l = LanePolicy::new();
+        let mut l = ThreadPolicy::new();
         let counted = PassSeen {
             counted_only: true,
             ..busy
@@ -233,9 +233,9 @@ mod tests {
     }
 
     #[test]
-    fn a_quiet_lane_naps_unless_asked_or_handing_back() {
+    fn a_quiet_thread_naps_unless_asked_or_handing_back() {
         let p = napping(1000);
-        let mut l = LanePolicy::new();
+        let mut l = ThreadPolicy::new();
         // Quiet for less than a millisecond: yields to the others waiting.
         assert_eq!(
             l.after_pass(j(0), empty_at(0, false), &p).pause,
@@ -249,7 +249,7 @@ mod tests {
         let after = l.after_pass(j(0), empty_at(2, false), &p);
         assert_eq!(after.pause, Pause::Nap(500));
         assert_eq!(after.hand_back, None);
-        // Something waits for the lane: no nap.
+        // Something waits for the thread: no nap.
         assert_eq!(
             l.after_pass(j(0), empty_at(3, true), &p).pause,
             Pause::Yield
@@ -276,7 +276,7 @@ mod tests {
         assert_ne!(after.pause, Pause::Nap(1000));
         // `poll_max_nap` 0: never.
         let spin = napping(0);
-        let mut l = LanePolicy::new();
+        let mut l = ThreadPolicy::new();
         l.after_pass(j(0), empty_at(0, false), &spin);
         assert_eq!(
             l.after_pass(j(0), empty_at(5, false), &spin).pause,
@@ -285,12 +285,12 @@ mod tests {
     }
 
     #[test]
-    fn a_napping_lane_leaves_its_cpu_to_the_others() {
+    fn a_napping_thread_leaves_its_cpu_to_the_others() {
         // Quiet rings, others waiting at the end of every pass, over
         // three contention windows: passes 1 ms apart.
         let run = |max_nap_us| {
             let p = napping(max_nap_us);
-            let mut l = LanePolicy::new();
+            let mut l = ThreadPolicy::new();
             let mut handed_back = false;
             for ms in 0..40u64 {
                 let now = j((ms / 4) as usize);
@@ -304,10 +304,10 @@ mod tests {
         // Napping after its first millisecond of quiet: the CPU is the
         // others' for the nap, so the passes do not count as waited for.
         assert_eq!(run(1000), (false, false));
-        // A napping lane whose window is mostly passes that found work
+        // A napping thread whose window is mostly passes that found work
         // or yielded, others waiting, is still contended.
         let p = napping(1000);
-        let mut l = LanePolicy::new();
+        let mut l = ThreadPolicy::new();
         let found = PassSeen {
             found: true,
             others_waiting: true,
@@ -328,8 +328,8 @@ mod tests {
     }
 
     #[test]
-    fn repeated_stalls_hand_everything_back_and_hold_the_lane() {
-        let mut l = LanePolicy::new();
+    fn repeated_stalls_hand_everything_back_and_hold_the_thread() {
+        let mut l = ThreadPolicy::new();
         // poll_min_gain 0: contention would hand nothing back; stalls do.
         let p = Params {
             min_gain: 0,
@@ -346,7 +346,7 @@ mod tests {
         };
         let mut handed = Vec::new();
         for t in 0..40 {
-            // A burst every 5 jiffies stalls the lane's rings.
+            // A burst every 5 jiffies stalls the thread's rings.
             let seen = if t % 5 == 0 { stalled } else { quiet };
             if let Some(why) = l.after_pass(Jiffy::from_raw(t), seen, &p).hand_back {
                 handed.push((t, why));
@@ -355,7 +355,7 @@ mod tests {
         assert_eq!(handed[0], (10, Exit::Stalled), "at the third stall");
         let now = Jiffy::from_raw(11);
         assert!(l.held_until(now).is_some());
-        assert!(LanePolicy::load(0, false, true, &p).contended);
-        assert!(!LanePolicy::load(0, false, false, &p).contended);
+        assert!(ThreadPolicy::load(0, false, true, &p).contended);
+        assert!(!ThreadPolicy::load(0, false, false, &p).contended);
     }
 }
