@@ -198,7 +198,7 @@ impl ThreadLoop<'_> {
             let mut table = self.shared.table.lock();
             self.shared.serve(&mut table, &p);
         }
-        self.thread.polled()
+        self.thread.polled_vqs()
     }
 
     /// After a pass: counts it, and pauses and hands back as the policy
@@ -338,20 +338,20 @@ impl Stepper for ThreadLoop<'_> {
             if self.thread.waker.is_pending() || kthread::should_stop() {
                 break;
             }
-            let mut polled = self.ring.polled.lock();
+            let mut polled = self.ring.members.lock();
             let pos = match (self.pending.take(), pass.next) {
                 (Some(pos), Some(_)) => pos,
                 (Some(pos), None) => {
                     // The visit that waited for its address space, when a
                     // wake-up ended its pass: it begins this one.
-                    pass.left = self.thread.polled();
+                    pass.left = self.thread.polled_vqs();
                     pass.started_ns = compat::now_ns();
                     pos
                 }
                 (None, Some(_)) if pass.left == 0 => break,
                 (None, Some(pos)) => pos,
                 (None, None) => {
-                    pass.left = self.thread.polled();
+                    pass.left = self.thread.polled_vqs();
                     pass.started_ns = compat::now_ns();
                     match polled.turn() {
                         Some(pos) => pos,
@@ -414,7 +414,7 @@ impl Stepper for ThreadLoop<'_> {
         let Some(pos) = self.pending.take() else {
             return;
         };
-        let mut polled = self.ring.polled.lock();
+        let mut polled = self.ring.members.lock();
         if let Some(x) = polled
             .get_mut(pos)
             .filter(|x| x.entry.polled_by(self.thread))

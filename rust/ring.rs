@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A thread and the entries of the virtqueues it polls, behind a lock of
-//! the thread's own: a thread visits its vqs holding that lock only, so threads
-//! do not wait for each other, nor for the table (attach, detach, the
+//! A thread's ring: the entries of the virtqueues it polls (its members),
+//! in a circle it turns by one a pass; not a virtqueue's ring. Behind a
+//! lock of the thread's own: a thread visits its vqs holding that lock
+//! only, so threads do not wait for each other, nor for the table (attach, detach, the
 //! counters, start requests). An entry moves here when it starts being
 //! polled and back to the table when it stops (`Table::start`,
 //! `Table::settle`), both with the table's lock and this one held.
@@ -17,8 +18,9 @@ use crate::slots::Slots;
 use crate::thread::Thread;
 use kernel::{alloc::flags::GFP_KERNEL, new_spinlock, prelude::*, sync::Arc, sync::SpinLock};
 
-/// An entry the thread polls, and its slot in the table.
-pub(crate) struct Polled {
+/// A member of a ring: an entry the thread polls, and its slot in the
+/// table.
+pub(crate) struct Member {
     pub(crate) slot: usize,
     pub(crate) entry: KBox<Entry>,
 }
@@ -27,7 +29,7 @@ pub(crate) struct Polled {
 ///
 /// # Invariants
 ///
-/// `polled` holds the entries `thread` polls, and those it stopped polling
+/// `members` holds the entries `thread` polls, and those it stopped polling
 /// since it last took the table's lock (a visit decided so: the thread
 /// settles them next, `Table::settle`). For each, the table's slot
 /// `slot` is `Place::Polled` with this thread's index and its index here.
@@ -35,7 +37,7 @@ pub(crate) struct Polled {
 pub(crate) struct Ring {
     pub(crate) thread: Arc<Thread>,
     #[pin]
-    pub(crate) polled: SpinLock<Slots<Polled>>,
+    pub(crate) members: SpinLock<Slots<Member>>,
 }
 
 impl Ring {
@@ -45,7 +47,7 @@ impl Ring {
         Arc::pin_init(
             pin_init!(Self {
                 thread,
-                polled <- new_spinlock!(Slots::new(), "vhost_poll::ring"),
+                members <- new_spinlock!(Slots::new(), "vhost_poll::ring"),
             }),
             GFP_KERNEL,
         )

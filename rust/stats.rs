@@ -99,7 +99,7 @@ impl ShowText for Threads {
                 busy,
                 idle,
                 c.mm_switches.load(Relaxed),
-                thread.polled(),
+                thread.polled_vqs(),
                 c.yields.load(Relaxed),
                 c.yield_us.load(Relaxed),
                 c.refused.load(Relaxed),

@@ -18,7 +18,7 @@
 
 use crate::entry::Entry;
 use crate::policy::{Exit, Jiffy, Params, Spinner, THREADS_MAX};
-use crate::ring::{Polled, Ring};
+use crate::ring::{Member, Ring};
 use crate::slots::{self, Slots};
 use crate::vq::VqState;
 use core::sync::atomic::Ordering::Relaxed;
@@ -178,7 +178,7 @@ impl Table {
         let Some(Place::Here(e)) = self.slots.get_mut(slot) else {
             return false;
         };
-        let mut polled = ring.polled.lock();
+        let mut polled = ring.members.lock();
         if let Err(len) = polled.room() {
             // A pointer and three indices a slot: small, but without
             // sleeping, under the locks the threads take.
@@ -198,7 +198,7 @@ impl Table {
         let Ok(Place::Here(entry)) = self.slots.replace(slot, moved) else {
             return false;
         };
-        match polled.insert(Polled { slot, entry }) {
+        match polled.insert(Member { slot, entry }) {
             Ok(at) => {
                 // INVARIANT: In poll mode, in `thread`'s ring at `at`.
                 if let Some(Place::Polled { pos, .. }) = self.slots.get_mut(slot) {
@@ -230,7 +230,7 @@ impl Table {
         let Some(Some(ring)) = self.threads.get(thread).cloned() else {
             return;
         };
-        let mut polled = ring.polled.lock();
+        let mut polled = ring.members.lock();
         for pos in 0..polled.len() {
             let Some(x) = polled.get_mut(pos) else {
                 continue;
@@ -261,7 +261,7 @@ impl Table {
     pub(crate) fn spinners(&self, now: Jiffy) -> Result<KVec<Spinner>> {
         let mut spinners = KVec::<Spinner>::new();
         for ring in self.threads.iter().flatten() {
-            let polled = ring.polled.lock();
+            let polled = ring.members.lock();
             for x in polled.iter() {
                 let Some((saves, settled)) = x.entry.saves(now) else {
                     continue;
@@ -302,7 +302,7 @@ impl Table {
             };
             let mut stopped = false;
             {
-                let mut polled = ring.polled.lock();
+                let mut polled = ring.members.lock();
                 for pos in 0..polled.len() {
                     let Some(x) = polled.get_mut(pos) else {
                         continue;
@@ -333,7 +333,7 @@ impl Table {
         };
         let mut polled_entry = None;
         if let Some(ring) = thread.and_then(|l| self.threads.get(l).cloned().flatten()) {
-            let mut polled = ring.polled.lock();
+            let mut polled = ring.members.lock();
             // Only this slot's own entry: `pos` is in this ring.
             let ours = polled.get(pos).is_some_and(|x| x.slot == slot);
             if let Some(mut gone) = ours.then(|| polled.remove(pos)).flatten() {
@@ -359,7 +359,7 @@ impl Table {
                     let Some(Some(ring)) = self.threads.get(*thread) else {
                         continue;
                     };
-                    if let Some(x) = ring.polled.lock().get(*pos) {
+                    if let Some(x) = ring.members.lock().get(*pos) {
                         f(&x.entry);
                     }
                 }

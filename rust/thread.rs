@@ -77,7 +77,7 @@ impl Thread {
     }
 
     /// How many virtqueues it polls.
-    pub(crate) fn polled(&self) -> u32 {
+    pub(crate) fn polled_vqs(&self) -> u32 {
         // Relaxed: changed only under the thread's ring lock; a reader
         // without it (placement, the thread's own sleep check, the
         // counters) sees a value that was true a moment ago, and
@@ -144,7 +144,7 @@ impl Thread {
     /// The thread as placement sees it, with parameters `p`.
     pub(crate) fn load(&self, p: &Params) -> ThreadLoad {
         ThreadPolicy::load(
-            self.polled(),
+            self.polled_vqs(),
             self.contended.load(Relaxed),
             self.held(crate::clock::now()),
             p,
