@@ -182,7 +182,7 @@ FIXTURE_SETUP(preempt)
 	if (why)
 		SKIP(return, "%s", why);
 	if (vp_ncpus() < 2)
-		SKIP(return, "needs 2 CPUs: the neighbour on one, the opens and closes on the other");
+		SKIP(return, "needs 2 CPUs: one for the neighbour, one for the test");
 	/* Before any module is loaded: most kernels here have no such file. */
 	if (access(SCHED_PREEMPT, F_OK))
 		SKIP(return, "%s", NO_MODEL);

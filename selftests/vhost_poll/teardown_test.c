@@ -457,11 +457,11 @@ static int counter_rows(const char *name)
 TEST(counters_old_names_kept_for_one_release)
 {
 	const char *why = vp_setup_modules(true);
-	unsigned long long busy, cooldown, held, cool;
-	char threads[512], worker[512], line[512];
+	char threads[512], worker[512], line[512], *col[32], *tok;
 	struct vring_drv d;
 	char *old, *now;
 	FILE *f;
+	int n;
 
 	if (why)
 		SKIP(return, "%s", why);
@@ -487,11 +487,12 @@ TEST(counters_old_names_kept_for_one_release)
 	ASSERT_NE(NULL, fgets(line, sizeof(line), f));
 	fclose(f);
 	/* The 14th and 15th columns, and the last two: one idle vq, one read. */
-	ASSERT_EQ(4, sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			    "%llu %llu %*s %*s %*s %*s %*s %*s %llu %llu",
-			    &busy, &cooldown, &held, &cool)) TH_LOG("vqs row: %s", line);
-	EXPECT_EQ(busy, held);
-	EXPECT_EQ(cooldown, cool);
+	line[strcspn(line, "\n")] = '\0';
+	for (n = 0, tok = strtok(line, " "); tok && n < 32; tok = strtok(NULL, " "))
+		col[n++] = tok;
+	ASSERT_EQ(23, n) TH_LOG("%d columns in a vqs row", n);
+	EXPECT_STREQ(col[13], col[21]);
+	EXPECT_STREQ(col[14], col[22]);
 	vring_close(&d);
 	EXPECT_EQ(0, vp_unload());
 }
