@@ -33,29 +33,6 @@ static const char *const bad_values[] = {
 		EXPECT_STREQ(want, _buf);				\
 	} while (0)
 
-/* Each parameter's default, as the module declares it. */
-static const char *const defaults[][2] = {
-	{ "poll_start_rate", "0" }, { "poll_stop_idle", "2" },
-	{ "poll_stop_idle_max", "16" }, { "poll_min_gain", "16" },
-	{ "poll_threads", "1" }, { "poll_max_kick_cost", "0" },
-	{ "poll_max_nap", "0" }, { "poll_max_workers", "0" },
-	{ "poll_stall_us", "5000" }, { "poll_cpus", "\n" },
-};
-
-/* Built in: the defaults written back, as a load would give them. */
-static int builtin_reset(void)
-{
-	size_t i;
-	int ret;
-
-	for (i = 0; i < ARRAY_SIZE(defaults); i++) {
-		ret = vp_param_write(defaults[i][0], defaults[i][1], strlen(defaults[i][1]));
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 FIXTURE(loaded) {
 };
 
@@ -66,7 +43,7 @@ FIXTURE_SETUP(loaded)
 	if (why)
 		SKIP(return, "%s", why);
 	if (vp_builtin()) {
-		ASSERT_EQ(0, builtin_reset());
+		ASSERT_EQ(0, vp_builtin_reset());
 		return;
 	}
 	if (vp_loaded())
@@ -80,7 +57,7 @@ FIXTURE_TEARDOWN(loaded)
 	int ret = 0;
 
 	if (vp_builtin())
-		ret = builtin_reset();
+		ret = vp_builtin_reset();
 	else if (vp_loaded())
 		ret = vp_unload();
 	EXPECT_EQ(0, ret);
@@ -102,14 +79,14 @@ TEST_F(loaded, defaults)
 
 TEST_F(loaded, defaults_table_is_complete)
 {
-	/* builtin_reset() must know every parameter the tests write. */
+	/* vp_builtin_reset() must know every parameter the tests write. */
 	size_t i, j;
 
 	for (i = 0; i < ARRAY_SIZE(params); i++) {
-		for (j = 0; j < ARRAY_SIZE(defaults); j++)
-			if (!strcmp(params[i], defaults[j][0]))
+		for (j = 0; j < ARRAY_SIZE(vp_param_defaults); j++)
+			if (!strcmp(params[i], vp_param_defaults[j][0]))
 				break;
-		EXPECT_LT(j, ARRAY_SIZE(defaults)) {
+		EXPECT_LT(j, ARRAY_SIZE(vp_param_defaults)) {
 			TH_LOG("no default for %s", params[i]);
 		}
 	}

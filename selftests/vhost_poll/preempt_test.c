@@ -140,38 +140,6 @@ static void rcu_kthreads_restore(void)
 	}
 }
 
-/* Parameters the loaded module gets from vp_setup_modules(). */
-static int steady_params(void)
-{
-	static const char *const steady[][2] = {
-		{ "poll_stop_idle_max", "2" }, { "poll_min_gain", "0" },
-		{ "poll_max_nap", "0" },
-	};
-	size_t i;
-	int ret = 0;
-
-	for (i = 0; i < ARRAY_SIZE(steady) && !ret; i++)
-		ret = vp_param_write(steady[i][0], steady[i][1], strlen(steady[i][1]));
-	return ret;
-}
-
-/* Built in: the defaults the tests here change, written back. */
-static int builtin_reset(void)
-{
-	static const char *const defaults[][2] = {
-		{ "poll_start_rate", "0" }, { "poll_stop_idle", "2" },
-		{ "poll_stop_idle_max", "16" }, { "poll_min_gain", "16" },
-		{ "poll_threads", "1" }, { "poll_max_nap", "0" },
-		{ "poll_stall_us", "5000" }, { "poll_cpus", "\n" },
-	};
-	size_t i;
-	int ret = 0;
-
-	for (i = 0; i < ARRAY_SIZE(defaults) && !ret; i++)
-		ret = vp_param_write(defaults[i][0], defaults[i][1], strlen(defaults[i][1]));
-	return ret;
-}
-
 FIXTURE(preempt) {
 };
 
@@ -189,8 +157,9 @@ FIXTURE_SETUP(preempt)
 	if (vp_builtin()) {
 		if (access("/dev/vhost-test", F_OK))
 			SKIP(return, "no /dev/vhost-test (CONFIG_VHOST_TEST)");
-		ASSERT_EQ(0, builtin_reset());
-		ASSERT_EQ(0, steady_params());
+		ASSERT_EQ(0, vp_builtin_reset());
+		/* What the loaded module gets from vp_setup_modules(). */
+		ASSERT_EQ(0, vp_params_apply(VP_STEADY));
 	} else {
 		why = vp_setup_modules(true);
 		if (why)
@@ -214,7 +183,7 @@ FIXTURE_TEARDOWN(preempt)
 	wq_unbound_restore();
 	preempt_restore();
 	if (vp_builtin())
-		ret = builtin_reset();
+		ret = vp_builtin_reset();
 	else if (vp_loaded())
 		ret = vp_unload();
 	EXPECT_EQ(0, ret);

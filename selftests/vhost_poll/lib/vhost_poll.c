@@ -243,6 +243,46 @@ int vp_poll_in_worker(bool in_worker)
 	return ret ? ret : vp_param_write("poll_cpus", cpus, strlen(cpus));
 }
 
+const char *const vp_param_defaults[VP_NPARAMS][2] = {
+	{ "poll_start_rate", "0" }, { "poll_stop_idle", "2" },
+	{ "poll_stop_idle_max", "16" }, { "poll_min_gain", "16" },
+	{ "poll_threads", "1" }, { "poll_max_kick_cost", "0" },
+	{ "poll_max_nap", "0" }, { "poll_max_workers", "0" },
+	{ "poll_stall_us", "5000" }, { "poll_cpus", "\n" },
+};
+
+/*
+ * Write the parameters @words names, as a load's arguments give them
+ * ("name=value" words: VP_STEADY), through sysfs. 0 or -errno.
+ */
+int vp_params_apply(const char *words)
+{
+	char buf[512], *w, *val, *save = NULL;
+	int ret = 0;
+
+	snprintf(buf, sizeof(buf), "%s", words);
+	for (w = strtok_r(buf, " ", &save); w && !ret; w = strtok_r(NULL, " ", &save)) {
+		val = strchr(w, '=');
+		if (!val)
+			return -EINVAL;
+		*val++ = '\0';
+		ret = vp_param_write(w, val, strlen(val));
+	}
+	return ret;
+}
+
+/* Built in: every parameter back to its default, as a load would give it. */
+int vp_builtin_reset(void)
+{
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < VP_NPARAMS && !ret; i++)
+		ret = vp_param_write(vp_param_defaults[i][0], vp_param_defaults[i][1],
+				     strlen(vp_param_defaults[i][1]));
+	return ret;
+}
+
 /* Open /dev/kmsg positioned after the records already logged. */
 int vp_kmsg_open(void)
 {

@@ -107,6 +107,12 @@ int vp_param_read(const char *name, char *buf, size_t len);
 int vp_param_write(const char *name, const char *val, size_t len);
 int vp_param_set(const char *name, unsigned long v);
 int vp_poll_in_worker(bool in_worker);
+int vp_params_apply(const char *words);
+int vp_builtin_reset(void);
+
+/* Each parameter's name and default, as the module declares them. */
+#define VP_NPARAMS	10
+extern const char *const vp_param_defaults[VP_NPARAMS][2];
 
 /* The kernel log. */
 int vp_kmsg_open(void);
