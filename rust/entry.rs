@@ -6,7 +6,7 @@
 
 use crate::policy::{Exit, Jiffy, Params, Seen, Start, ThreadLoad, Visited, VqPolicy};
 use crate::thread::Thread;
-use crate::vq::VqState;
+use crate::vq_state::VqState;
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 use kernel::{
     sync::Arc,

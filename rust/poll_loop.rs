@@ -172,7 +172,7 @@ impl ThreadLoop<'_> {
                 }
             });
         }
-        let p = crate::params::now();
+        let p = crate::param_snapshot::now();
         let wanted = p.threads();
         let due = self.reap_due();
         if let Some(helpers) = self.helpers.as_deref_mut() {
@@ -206,7 +206,7 @@ impl ThreadLoop<'_> {
     fn after_pass(&mut self, pass: Pass) {
         let c = &self.thread.counters;
         c.passes.fetch_add(1, Relaxed);
-        let p = crate::params::now();
+        let p = crate::param_snapshot::now();
         let empty = !pass.found && pass.visits > 0;
         let timed = p.max_kick_cost_us != 0;
         // One read of the clock, before the pause, and only where a figure
@@ -379,7 +379,8 @@ impl Stepper for ThreadLoop<'_> {
                     pass.queued += u32::from(v.queued);
                     if let Some(why) = v.exit {
                         pass.stalled |= why == Exit::Stalled;
-                        x.entry.stop(why, clock::now(), &crate::params::now());
+                        x.entry
+                            .stop(why, clock::now(), &crate::param_snapshot::now());
                         stopped = true;
                     }
                     pass.next = Some(after);
@@ -420,7 +421,7 @@ impl Stepper for ThreadLoop<'_> {
             .filter(|x| x.entry.polled_by(self.thread))
         {
             x.entry
-                .stop(Exit::Error, clock::now(), &crate::params::now());
+                .stop(Exit::Error, clock::now(), &crate::param_snapshot::now());
         }
         drop(polled);
         self.shared.settle(self.thread);

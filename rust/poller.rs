@@ -12,7 +12,7 @@ use crate::entry::Entry;
 use crate::policy::Kicks;
 use crate::shared::Shared;
 use crate::table::Spare;
-use crate::vq::VqState;
+use crate::vq_state::VqState;
 use core::sync::atomic::{
     AtomicBool, AtomicU32, AtomicUsize,
     Ordering::{Relaxed, Release},

@@ -32,7 +32,7 @@ use crate::requests::{Asked, Requests};
 use crate::ring::Ring;
 use crate::table::{Place, Table};
 use crate::thread::Thread;
-use crate::vq::VqState;
+use crate::vq_state::VqState;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
     alloc::{
@@ -99,7 +99,7 @@ impl Shared {
     /// if the table outgrew [`SNAPSHOT_TRIES`] snapshots in a row.
     pub(crate) fn for_each_vq(&self, mut f: impl FnMut(&VqState, bool, u32, u32, usize)) -> Result {
         let mut tries = 0;
-        let p = crate::params::now();
+        let p = crate::param_snapshot::now();
         let rows = loop {
             tries += 1;
             let len = self.table.lock().slots();
@@ -273,7 +273,7 @@ impl Shared {
     }
 
     fn settle_for(&self, thread: &Thread, why: Option<Exit>) {
-        let (now, p) = (crate::clock::now(), crate::params::now());
+        let (now, p) = (crate::clock::now(), crate::param_snapshot::now());
         let mut table = self.table.lock();
         table.settle(thread.index, why, now, &p, |slot| self.requests.ask(slot));
     }
@@ -288,7 +288,7 @@ impl Shared {
     /// a thread stopped before it ever ran handed nothing back. The first
     /// thread calls it.
     pub(crate) fn retire(&self, i: usize) {
-        let (now, p) = (crate::clock::now(), crate::params::now());
+        let (now, p) = (crate::clock::now(), crate::param_snapshot::now());
         let mut table = self.table.lock();
         table.settle(i, Some(Exit::Off), now, &p, |slot| self.requests.ask(slot));
         let gone = table.set_thread(i, None);
@@ -302,7 +302,7 @@ impl Shared {
     /// step of a thread at most, however long the thread is kept off its CPU
     /// after it.
     pub(crate) fn forget(&self, vq: &VqState) {
-        let (now, p) = (crate::clock::now(), crate::params::now());
+        let (now, p) = (crate::clock::now(), crate::param_snapshot::now());
         let gone = self.table.lock().forget(vq, now, &p);
         // Freed without the lock.
         drop(gone);

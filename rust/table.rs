@@ -20,7 +20,7 @@ use crate::entry::Entry;
 use crate::policy::{Exit, Jiffy, Params, Spinner, THREADS_MAX};
 use crate::ring::{Member, Ring};
 use crate::slots::{self, Slots};
-use crate::vq::VqState;
+use crate::vq_state::VqState;
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
     alloc::{flags::GFP_NOWAIT, KVec},

@@ -28,7 +28,7 @@ mod ring;
 mod entry;
 
 mod mm_cursor;
-mod vq;
+mod vq_state;
 
 mod requests;
 mod thread;
@@ -37,7 +37,7 @@ mod clock;
 mod compat;
 mod counters;
 mod handoff;
-mod params;
+mod param_snapshot;
 mod placement;
 mod slots;
 mod waker;

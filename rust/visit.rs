@@ -36,7 +36,7 @@ pub(crate) enum Visit {
 /// thread's ring).
 #[must_use = "the exit, and the pause after a pass, depend on what the visit saw"]
 pub(crate) fn visit(e: &mut Entry, scope: Option<&MmScope<'_>>) -> Visit {
-    let p = crate::params::now();
+    let p = crate::param_snapshot::now();
     let in_worker = e.in_worker();
     let exit = |why| {
         Visit::Made(

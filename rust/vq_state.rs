@@ -49,7 +49,7 @@ impl VqState {
             return;
         }
         c.notify_work.fetch_add(1, Relaxed);
-        let p = crate::params::now();
+        let p = crate::param_snapshot::now();
         // Relaxed: `Waker::wake`'s `Release` swap orders this store before
         // it, for the thread's `Acquire` swap in `Waker::take`. Only the kick
         // that sets the flag asks and wakes the thread; that is safe because
