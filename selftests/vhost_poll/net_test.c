@@ -402,11 +402,15 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
 /*
  * At a short idle window, a polled receive ring stays polled while frames
  * come: the frames its socket's wake-ups bring are its work, so a steady
- * stream does not end poll mode as idle. The window is four jiffies,
- * twice the module's default: UML's sleeps end on a jiffy, so frames
+ * stream does not end poll mode as idle. The window is eight jiffies,
+ * four times the module's default: UML's sleeps end on a jiffy, so frames
  * meant 2.5 ms apart come a jiffy or two apart there (at two jiffies,
  * five first tries of six lost the ring as idle, on UML, and no second
- * try did). (The test
+ * try did; at four, in one make check-full of 2026-12-07 all three tries
+ * lost it once in uml and once in qemu-7.3, each after 8 to 262 visits
+ * had found work, so a gap in the frames or the worker, not frames that
+ * were not work). A ring whose frames were not its work still leaves
+ * within the first eight jiffies of the second of frames. (The test
  * above holds the window at 10 s for its phases, so it cannot see this.
  * A ring kept full is not kicked, so it would not come back: an exit ends
  * polling for the rest of the stream, where a driver that kicks its
@@ -434,7 +438,7 @@ TEST_F(rx, steady_frames_keep_the_ring_polled)
 	for (try = 1; try <= 3; try++) {
 		/* Exits are traced (where the kernel can), for the log. */
 		traced = trace_poller_on() > 0;
-		ASSERT_EQ(0, rx_poll(&self->d, 4));
+		ASSERT_EQ(0, rx_poll(&self->d, 8));
 		ASSERT_EQ(1, vp_vq_sum(getpid(), 0, &a, NULL));
 		ASSERT_EQ(0, rx_send_frames(&self->d, self->s, &self->to, frames, gap_us, &sent));
 		/* Read before the frames stop for long enough to end it. */
