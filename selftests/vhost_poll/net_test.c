@@ -406,10 +406,10 @@ TEST_F(rx, full_ring_queues_no_handler_for_nothing)
  * four times the module's default: UML's sleeps end on a jiffy, so frames
  * meant 2.5 ms apart come a jiffy or two apart there (at two jiffies,
  * five first tries of six lost the ring as idle, on UML, and no second
- * try did; at four, in one make check-full of 2026-12-07 all three tries
- * lost it once in uml and once in qemu-7.3, each after 8 to 262 visits
- * had found work, so a gap in the frames or the worker, not frames that
- * were not work). A ring whose frames were not its work still leaves
+ * try did; at four, in two make check-full runs of 2026-12-07 all three
+ * tries lost it, in uml in one and in qemu-7.3 in the other, each after
+ * 8 to 262 visits had found work, so a gap in the frames or the worker,
+ * not frames that were not work). A ring whose frames were not its work still leaves
  * within the first eight jiffies of the second of frames. (The test
  * above holds the window at 10 s for its phases, so it cannot see this.
  * A ring kept full is not kicked, so it would not come back: an exit ends
