@@ -76,6 +76,11 @@ pub(crate) struct ThreadCounters {
     /// length in all, in microseconds.
     pub(crate) naps: AtomicU64,
     pub(crate) nap_us: AtomicU64,
+    /// Times the thread handed every virtqueue back because others
+    /// waited for its CPU (`Exit::Contended`), and because vhost's
+    /// watchdog took its rings back again and again (`Exit::Stalled`).
+    pub(crate) contended: AtomicU64,
+    pub(crate) stalled: AtomicU64,
     /// When the current busy or idle period began, and which it is.
     pub(crate) since_ns: AtomicI64,
     pub(crate) asleep: AtomicBool,

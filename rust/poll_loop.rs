@@ -264,6 +264,10 @@ impl ThreadLoop<'_> {
         self.thread.set_contended(self.policy.contended());
         self.thread.set_held(self.policy.held_until(now));
         if let Some(why) = after.hand_back {
+            match why {
+                Exit::Stalled => c.stalled.fetch_add(1, Relaxed),
+                _ => c.contended.fetch_add(1, Relaxed),
+            };
             self.shared.hand_back(self.thread, why);
             // Its slot is free, or another vq's: the next pass begins at
             // the ring's head.

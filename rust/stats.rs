@@ -76,7 +76,7 @@ impl ShowText for Threads {
         };
         let _ = writeln!(
             m,
-            "pid passes busy_ns idle_ns mm_switches polled_vqs {yields} refused thread empty_visits empty_visit_ns served naps nap_us"
+            "pid passes busy_ns idle_ns mm_switches polled_vqs {yields} refused thread empty_visits empty_visit_ns served naps nap_us contended stalled"
         );
         let now = compat::now_ns();
         // A row per thread, in order.
@@ -93,7 +93,7 @@ impl ShowText for Threads {
             }
             let _ = writeln!(
                 m,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 c.pid.load(Relaxed),
                 c.passes.load(Relaxed),
                 busy,
@@ -109,6 +109,8 @@ impl ShowText for Threads {
                 c.served.load(Relaxed),
                 c.naps.load(Relaxed),
                 c.nap_us.load(Relaxed),
+                c.contended.load(Relaxed),
+                c.stalled.load(Relaxed),
             );
         });
         Ok(())

@@ -503,7 +503,8 @@ def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
         rec["error"] = str(e)
     after = worker_counters()
     rec["worker"] = {k: after[k] - before.get(k, 0)
-                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us")
+                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us",
+                               "contended", "stalled")
                      if k in after}
     if "threads" in after:
         rec["worker"]["threads"] = after["threads"]
@@ -1127,7 +1128,8 @@ def run_guest_cell(raw, rec, procs, workload, ms):
         rec["error"] = str(e)
     w1 = worker_counters()
     rec["worker"] = {k: w1[k] - w0.get(k, 0)
-                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us")
+                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us",
+                               "contended", "stalled")
                      if k in w1}
     raw["cells"].append(rec)
 
