@@ -72,6 +72,8 @@ struct Pass {
     counted: u32,
     /// A visit found a vq vhost's watchdog had taken back.
     stalled: bool,
+    /// Every vq it began with was visited: not cut short.
+    whole: bool,
     /// The last workers on the thread's CPU it queued a handler to
     /// (`OWN_KEPT`, the oldest replaced): tasks that wait for the CPU
     /// because of the thread, not others it holds up.
@@ -258,6 +260,7 @@ impl ThreadLoop<'_> {
                 || self.thread.retiring(),
             counted_only: pass.visits > 0 && pass.counted == pass.visits,
             stalled: pass.stalled,
+            whole: pass.whole,
         };
         let now = clock::now();
         let after = self.policy.after_pass(now, seen, &p);
@@ -352,14 +355,20 @@ impl Stepper for ThreadLoop<'_> {
                     pass.started_ns = compat::now_ns();
                     pos
                 }
-                (None, Some(_)) if pass.left == 0 => break,
+                (None, Some(_)) if pass.left == 0 => {
+                    pass.whole = true;
+                    break;
+                }
                 (None, Some(pos)) => pos,
                 (None, None) => {
                     pass.left = self.thread.polled_vqs();
                     pass.started_ns = compat::now_ns();
                     match polled.turn() {
                         Some(pos) => pos,
-                        None => break,
+                        None => {
+                            pass.whole = true;
+                            break;
+                        }
                     }
                 }
             };

@@ -272,23 +272,34 @@ impl KickCost {
 /// real-time task 10 ms on, 10 ms off) would stall every ring the thread
 /// takes next, and delay each one's requests by up to its bursts, while
 /// the thread, seeing no one waiting whenever it runs, finds no contention.
-/// So a thread that found stalled rings in [`Stalls::EPISODES`] passes
-/// within [`Stalls::WINDOW_JIFFIES`] hands every ring back
+/// So a thread that was kept off its CPU so in [`Stalls::EPISODES`]
+/// episodes within [`Stalls::WINDOW_JIFFIES`] hands every ring back
 /// (`Exit::Stalled`) and takes none for a hold:
 /// [`Stalls::HOLD_MIN_JIFFIES`] the first time, twice as long each time
 /// the verdict falls again within the hold after the last one ended, up
 /// to [`Stalls::HOLD_MAX_JIFFIES`]. Not reset when the thread rests: its
 /// CPU is the same.
+///
+/// An episode is one time off the CPU, not one pass: the rings it stalled
+/// are found by the passes after it, and a pass cut short (a wake-up,
+/// which kicks on the rings taken back bring) finds only some of them. So
+/// the passes that find stalled rings are one episode until a whole pass
+/// (every ring the thread polls visited) finds none. Counted by passes,
+/// one stretch of a few milliseconds (a vCPU its host did not run, an
+/// interrupt storm) could make the verdict alone, and hold a thread that
+/// nothing keeps from its CPU any longer.
 #[derive(Debug, Default)]
 pub(super) struct Stalls {
-    /// The current window's start and the passes in it that found a stall.
+    /// The current window's start and the episodes in it.
     window: Option<(Jiffy, u32)>,
+    /// An episode is under way: no whole pass since its stalls were found.
+    episode: bool,
     /// The holds, a [`Backoff`].
     hold: Backoff,
 }
 
 impl Stalls {
-    /// Passes with a stall, within a window, that make the verdict.
+    /// Episodes within a window that make the verdict.
     pub(super) const EPISODES: u32 = 3;
     /// The window, in jiffies.
     pub(super) const WINDOW_JIFFIES: usize = 256;
@@ -301,15 +312,21 @@ impl Stalls {
     pub(super) const fn new() -> Self {
         Self {
             window: None,
+            episode: false,
             hold: Backoff::new(),
         }
     }
 
     /// A pass ended at `now`, having found a ring the watchdog took back
-    /// (`stalled`) or not. Returns whether the verdict fell now: the thread
-    /// hands everything back, and is held.
-    pub(super) fn after_pass(&mut self, now: Jiffy, stalled: bool) -> bool {
+    /// (`stalled`) or not, having visited every ring (`whole`) or not.
+    /// Returns whether the verdict fell now: the thread hands everything
+    /// back, and is held.
+    pub(super) fn after_pass(&mut self, now: Jiffy, stalled: bool, whole: bool) -> bool {
         if !stalled {
+            self.episode &= !whole;
+            return false;
+        }
+        if core::mem::replace(&mut self.episode, true) {
             return false;
         }
         let (start, n) = match self.window {
@@ -465,22 +482,35 @@ mod tests {
         assert!(c.contended());
     }
 
+    /// Stalls found at each jiffy of `at`, each an episode of its own
+    /// (a whole pass with none between them); the verdicts.
+    fn episodes(s: &mut Stalls, at: &[usize]) -> Vec<bool> {
+        at.iter()
+            .map(|&t| {
+                let v = s.after_pass(j(t), true, true);
+                assert!(!s.after_pass(j(t), false, true));
+                v
+            })
+            .collect()
+    }
+
     #[test]
-    fn stalls_in_a_few_passes_hold_the_thread_and_holds_grow() {
+    fn stalls_in_a_few_episodes_hold_the_thread_and_holds_grow() {
         let mut s = Stalls::new();
-        assert!(!s.after_pass(j(0), false));
-        assert!(!s.after_pass(j(1), true));
-        assert!(!s.after_pass(j(2), false));
-        assert!(!s.after_pass(j(5), true));
-        assert!(s.after_pass(j(9), true), "the third within the window");
+        assert!(!s.after_pass(j(0), false, true));
+        assert_eq!(episodes(&mut s, &[1, 5]), [false, false]);
+        assert!(!s.after_pass(j(7), false, true));
+        assert!(
+            s.after_pass(j(9), true, true),
+            "the third within the window"
+        );
         let first = s.held_until(j(9)).expect("held");
         assert_eq!(first.since(j(9)), Stalls::HOLD_MIN_JIFFIES as usize);
         assert_eq!(s.held_until(first), None, "the hold ends");
+        assert!(!s.after_pass(first, false, true));
         // Again soon after: twice as long.
         let t = first.raw() + 10;
-        assert!(!s.after_pass(j(t), true));
-        assert!(!s.after_pass(j(t + 1), true));
-        assert!(s.after_pass(j(t + 2), true));
+        assert_eq!(episodes(&mut s, &[t, t + 1, t + 2]), [false, false, true]);
         let second = s.held_until(j(t + 2)).expect("held");
         assert_eq!(
             second.since(j(t + 2)),
@@ -492,22 +522,38 @@ mod tests {
     fn stalls_far_apart_make_no_verdict_and_a_late_one_starts_small() {
         let mut s = Stalls::new();
         let w = Stalls::WINDOW_JIFFIES;
-        for k in 0..10 {
-            assert!(!s.after_pass(j(k * w), true), "one a window");
-        }
+        let far: Vec<usize> = (0..10).map(|k| k * w).collect();
+        assert!(episodes(&mut s, &far).iter().all(|v| !v), "one a window");
         let t = 10 * w;
-        assert!(!s.after_pass(j(t), true));
-        assert!(!s.after_pass(j(t + 1), true));
-        assert!(s.after_pass(j(t + 2), true));
+        assert_eq!(episodes(&mut s, &[t, t + 1, t + 2]), [false, false, true]);
         let end = s.held_until(j(t + 2)).expect("held").raw();
         // Long after the hold and as long again: back to the first hold.
         let late = end + 3 * Stalls::HOLD_MIN_JIFFIES as usize;
-        assert!(!s.after_pass(j(late), true));
-        assert!(!s.after_pass(j(late + 1), true));
-        assert!(s.after_pass(j(late + 2), true));
+        assert_eq!(
+            episodes(&mut s, &[late, late + 1, late + 2]),
+            [false, false, true]
+        );
         assert_eq!(
             s.held_until(j(late + 2)).expect("held").since(j(late + 2)),
             Stalls::HOLD_MIN_JIFFIES as usize
         );
+    }
+
+    #[test]
+    fn one_episode_found_in_many_passes_makes_no_verdict() {
+        let mut s = Stalls::new();
+        // A vCPU its host did not run: 16 rings stalled, found by passes
+        // that kicks' wake-ups cut short, over two jiffies.
+        for t in 0..16 {
+            assert!(!s.after_pass(j(t / 8), true, false), "pass {t}");
+            // Cut short before any stalled ring: not the episode's end.
+            assert!(!s.after_pass(j(t / 8), false, false));
+        }
+        assert!(!s.after_pass(j(2), true, true));
+        assert_eq!(s.held_until(j(2)), None);
+        // A whole pass without a stall ends it; two more make the verdict.
+        assert!(!s.after_pass(j(3), false, true));
+        assert_eq!(episodes(&mut s, &[40]), [false]);
+        assert_eq!(episodes(&mut s, &[80]), [true]);
     }
 }

@@ -35,6 +35,9 @@ pub struct PassSeen {
     /// A visit found a virtqueue vhost's watchdog had taken back: the thread
     /// was kept off its CPU for `poll_stall_us` ([`Stalls`]).
     pub stalled: bool,
+    /// The pass visited every virtqueue the thread polled when it began
+    /// (not cut short by a wake-up or a hand-back).
+    pub whole: bool,
 }
 
 /// What the thread does after a pass.
@@ -117,7 +120,7 @@ impl ThreadPolicy {
         );
         // With `poll_min_gain` 0 contention hands nothing back; stalls,
         // which leave rings unwatched, hand everything back whatever it is.
-        let hand_back = if self.stalls.after_pass(now, seen.stalled) {
+        let hand_back = if self.stalls.after_pass(now, seen.stalled, seen.whole) {
             Some(Exit::Stalled)
         } else {
             (self.contended() && p.hands_back()).then_some(Exit::Contended)
@@ -338,10 +341,12 @@ mod tests {
         let stalled = PassSeen {
             stalled: true,
             found: true,
+            whole: true,
             ..PassSeen::default()
         };
         let quiet = PassSeen {
             found: true,
+            whole: true,
             ..PassSeen::default()
         };
         let mut handed = Vec::new();

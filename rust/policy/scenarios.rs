@@ -140,6 +140,7 @@ impl Sim {
     ) -> AfterPass {
         let mut seen = PassSeen {
             others_waiting,
+            whole: true,
             ..PassSeen::default()
         };
         for v in 0..self.vqs.len() {
