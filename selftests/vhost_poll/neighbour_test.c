@@ -590,6 +590,73 @@ TEST_F(neighbour, returning_rt_neighbour_is_a_stall_not_a_latency)
 }
 
 /*
+ * One stretch off its CPU is one episode of stalls, however many passes
+ * find the rings it stalled. With 16 rings polled and their driver
+ * kicking, every kick on a ring the watchdog took back asks for a start
+ * and wakes the thread, which cuts its pass short: after one 30 ms
+ * SCHED_FIFO spin on the thread's CPU, the passes find the stalled rings
+ * a few at a time. Counted by passes, that one spin made the verdict
+ * meant for a neighbour that takes the CPU again and again (every ring
+ * handed back, none taken for 256 jiffies). Counted by episodes, the
+ * thread is not held (its stalled column stays), and the rings are
+ * polled again once cooled down.
+ */
+#define STRETCH_RINGS 16
+
+TEST_F(neighbour, one_stretch_off_the_cpu_holds_no_thread)
+{
+	static struct vring_drv d[STRETCH_RINGS];
+	unsigned long long t0, ms, spun;
+	struct vp_vq_row sum0, sum1;
+	struct vp_worker w0, w1;
+	struct spinner spinner;
+	bool spinning = false;
+	int i, polled;
+
+	if (vp_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs: the spin on one, the driver on the other");
+	ASSERT_EQ(0, thread_on_0_owners_on_1());
+	ASSERT_EQ(0, vp_param_set("poll_stall_us", 5000));
+	for (i = 0; i < STRETCH_RINGS; i++)
+		ASSERT_EQ(0, vring_open(&d[i], RING, true, 1 << 20));
+	for (i = 0; i < STRETCH_RINGS; i++)
+		ASSERT_EQ(0, poll_for_long(&d[i]));
+	ASSERT_TRUE(vp_wait_polled(getpid(), STRETCH_RINGS, 2000));
+	ASSERT_EQ(0, vp_worker(&w0));
+	ASSERT_EQ(STRETCH_RINGS, vp_vq_sum(getpid(), 0, &sum0, NULL));
+	ASSERT_EQ(0, spinner_start(&spinner, 0, 30));
+	/* A buffer on every ring, then their answers, for a second. */
+	t0 = vp_now_ms();
+	while ((ms = vp_now_ms() - t0) < 1000) {
+		if (ms >= 50 && !spinning) {
+			ASSERT_EQ(0, spinner_go(&spinner));
+			spinning = true;
+		}
+		for (i = 0; i < STRETCH_RINGS; i++)
+			ASSERT_EQ(1, vring_post(&d[i], 1));
+		for (i = 0; i < STRETCH_RINGS; i++)
+			ASSERT_EQ(0, vring_drain(&d[i], STALL_MS));
+	}
+	spun = spinner_end(&spinner);
+	ASSERT_EQ(0, vp_worker(&w1));
+	ASSERT_EQ(STRETCH_RINGS, vp_vq_sum(getpid(), 0, &sum1, &polled));
+	TH_LOG("spun %llu ms: %llu rings stalled; the thread handed all back %llu times for stalls, %llu for contention; %d of %d polled after",
+	       spun, sum1.stalls - sum0.stalls, w1.stalled - w0.stalled,
+	       w1.contended - w0.contended, polled, STRETCH_RINGS);
+	EXPECT_LE(30, spun);
+	if (sum1.stalls - sum0.stalls < 2)
+		SKIP(goto out, "the spin stalled %llu rings: no episode to count",
+		     sum1.stalls - sum0.stalls);
+	EXPECT_EQ(w0.stalled, w1.stalled);
+	EXPECT_TRUE(vp_wait_polled(getpid(), STRETCH_RINGS, 2000));
+out:
+	for (i = 0; i < STRETCH_RINGS; i++) {
+		EXPECT_TRUE(vring_all_used_once(&d[i]));
+		vring_close(&d[i]);
+	}
+}
+
+/*
  * A polled vq whose driver trickles a buffer every 5 ms keeps its
  * thread spinning between buffers: nearly a CPU for a round trip nobody
  * waits on. Once the rings have been quiet for a millisecond the thread

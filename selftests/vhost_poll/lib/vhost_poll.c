@@ -492,11 +492,12 @@ int vp_workers(struct vp_worker *w, int max)
 	while (n < max && fgets(line, sizeof(line), f)) {
 		memset(&w[n], 0, sizeof(w[n]));
 		if (sscanf(line,
-			   "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu %llu %llu",
+			   "%d %llu %llu %llu %llu %u %llu %llu %llu %u %llu %llu %llu %llu %llu %llu %llu",
 			   &w[n].pid, &w[n].passes, &w[n].busy_ns, &w[n].idle_ns,
 			   &w[n].mm_switches, &w[n].polled_vqs, &w[n].yields,
 			   &yield_us, &w[n].refused, &w[n].thread, &w[n].empty_visits,
-			   &w[n].empty_visit_ns, &w[n].served, &w[n].naps, &w[n].nap_us) < 6)
+			   &w[n].empty_visit_ns, &w[n].served, &w[n].naps, &w[n].nap_us,
+			   &w[n].contended, &w[n].stalled) < 6)
 			continue;
 		n++;
 	}

@@ -85,6 +85,10 @@ struct vp_worker {
 	unsigned long long served;
 	/* Naps between passes with the rings quiet, and their length (us). */
 	unsigned long long naps, nap_us;
+	/* Times it handed everything back: others waited for its CPU, and
+	 * the watchdog took its rings back again and again (0 if not shown).
+	 */
+	unsigned long long contended, stalled;
 };
 
 /* The program, the module and its parameters. */
