@@ -43,11 +43,16 @@ SCHEDSTATS = B.SCHEDSTATS
 
 MODES = ("notify", "busyloop", "poll")
 # shared: the guests, their vhost workers, the polling threads and the
-# traffic's host side on every CPU of the set. core: the polling threads
-# alone on one CPU of the set (poll_cpus), everything else on the rest,
-# in every mode (that CPU idle where nothing polls): the dedicated core
-# at equal allocated cores, against every mode of the shared regime.
-REGIMES = ("shared", "core")
+# traffic's host side on every CPU of the set. core, the I/O core at
+# equal allocated cores, as make bench's: the guests' qemu (vCPUs and
+# its other threads) and the traffic's host side on every CPU of the set
+# but the poll core; the polling threads on the poll core (poll_cpus);
+# the vhost workers there too when vhost_poll polls, and on every CPU
+# of the set, the poll core included, in the other modes. apart: as
+# core, but the workers with the guests in every mode (an owner whose
+# cpuset excludes the I/O core: every handler a wake-up across CPUs).
+REGIMES = ("shared", "core", "apart")
+DEDICATED = ("core", "apart")
 # tcp-rx: the guest receives (iperf3 to the guest's server); tcp-tx: the
 # guest sends (-R); udp-stream: the guest sends 64-byte UDP as fast as it
 # can (guest_traffic stream: kick-heavy); udp-rr: one 64-byte request in
@@ -185,7 +190,7 @@ def settle(ap, a):
         ap.error("--guests: 1 to 64 guests")
     a.modes = listarg(ap, a.modes or ("notify,poll" if smoke else ",".join(MODES)), MODES,
                       "modes")
-    a.regimes = listarg(ap, a.regimes or ("shared" if smoke else ",".join(REGIMES)),
+    a.regimes = listarg(ap, a.regimes or ("shared" if smoke else "shared,core"),
                         REGIMES, "regimes")
     a.netperf = shutil.which("netperf")
     default_wl = [w for w in WORKLOADS if w not in NETPERF or a.netperf]
@@ -201,8 +206,8 @@ def settle(ap, a):
         a.poll_core = max(a.cpuset)
     if a.poll_core not in a.cpuset:
         ap.error(f"--poll-core {a.poll_core}: not in the CPU set {B.cpulist(a.cpuset)}")
-    if "core" in a.regimes and len(a.cpuset) < 2:
-        ap.error("the core regime needs two CPUs at least in --cpus")
+    if set(a.regimes) & set(DEDICATED) and len(a.cpuset) < 2:
+        ap.error("the core and apart regimes need two CPUs at least in --cpus")
     if a.smp < 1:
         ap.error("--smp: 1 vCPU at least")
     a.flags = cpu_flags(read("/proc/cpuinfo"))
@@ -297,7 +302,7 @@ def survey(a):
          (os.listdir("/sys/kernel/debug") if os.access("/sys/kernel/debug", os.R_OK) else False),
          "/sys/kernel/debug (mounted for the run if not)", False)
     need = max(a.guests) * a.smp
-    room = len(a.cpuset) - (1 if "core" in a.regimes else 0)
+    room = len(a.cpuset) - (1 if set(a.regimes) & set(DEDICATED) else 0)
     item("CPUs", need <= room, f"{len(a.cpuset)} in the set ({B.cpulist(a.cpuset)}), poll core "
          f"{a.poll_core}; {max(a.guests)} guests x {a.smp} vCPU "
          f"{'fit' if need <= room else 'overcommit them (a finding, not an error)'}", False)
@@ -336,8 +341,8 @@ sh, loaded, set_param = B.sh, B.loaded, B.set_param
 
 def set_mode(a, mode, regime):
     """vhost_poll unloaded (notify, busyloop) or loaded and polling, its
-    threads on the poll core in the core regime."""
-    cpus = str(a.poll_core) if regime == "core" else ""
+    threads on the poll core in the core and apart regimes."""
+    cpus = str(a.poll_core) if regime in DEDICATED else ""
     if mode != "poll":
         if loaded():
             sh("rmmod", "vhost_poll")
@@ -357,26 +362,34 @@ def set_mode(a, mode, regime):
     set_param("poll_start_rate", a.rate)
 
 
-def place(a, regime):
-    """(the polling threads' CPUs, everyone else's) in @regime."""
-    if regime == "core":
-        return {a.poll_core}, a.cpuset - {a.poll_core}
-    return set(a.cpuset), set(a.cpuset)
+def place(a, regime, mode):
+    """(the polling threads' CPUs, the guests' and the rest's, the vhost
+    workers') in @regime and @mode, as make bench's workers_cpus()."""
+    if regime not in DEDICATED:
+        return set(a.cpuset), set(a.cpuset), set(a.cpuset)
+    io, rest = {a.poll_core}, a.cpuset - {a.poll_core}
+    if regime == "apart":
+        return io, rest, rest
+    return io, rest, io if mode == "poll" else set(a.cpuset)
 
 
-def pin_all(a, regime, procs):
-    """This process (and so every traffic process it starts), the guests'
-    qemu with its vCPUs and vhost workers, on the regime's CPUs; the
-    polling threads, where the kernel lets them be moved, on theirs."""
-    pollers, rest = place(a, regime)
+def pin_all(a, regime, mode, procs):
+    """This process (and so every traffic process it starts) and the
+    guests' qemu with its vCPUs on the regime's CPUs, their vhost workers
+    where @mode puts them, and the polling threads, where the kernel lets
+    them be moved, on theirs. The workers are placed as an admin would
+    (Documentation/admin-guide.rst, "An I/O core"): vhost_poll never
+    moves one."""
+    pollers, rest, workers = place(a, regime, mode)
     os.sched_setaffinity(0, rest)
     for p in procs:
-        own, workers = B.threads_of(p.pid)
-        for tid in own + workers:
-            try:
-                os.sched_setaffinity(tid, rest)
-            except OSError:
-                pass
+        own, vhost = B.threads_of(p.pid)
+        for tids, cpus in ((own, rest), (vhost, workers)):
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(tid, cpus)
+                except OSError:
+                    pass
     for pid in B.worker_counters().get("pids", []):
         try:
             os.sched_setaffinity(pid, pollers)
@@ -653,7 +666,7 @@ def run(a):
                     for i, (regime, wl, mode) in enumerate(rotate(cells, rep)):
                         done += 1
                         set_mode(a, mode, regime)
-                        pin_all(a, regime, procs)
+                        pin_all(a, regime, mode, procs)
                         log(f"[{done}/{todo}] x{n} {regime:6} {mode:8} {wl:14} rep "
                             f"{rep + 1}/{a.reps} ({time.monotonic() - t_start:.0f} s)")
                         raws.append(run_cell(a, procs, regime, wl, mode, rep, perf, schedstats))
@@ -1129,6 +1142,15 @@ def selftest():
          str([(b[0], b[1], len(b[2])) for b in bs]))
     t.ok(rotate([("s", "w", "a"), ("s", "w", "b"), ("s", "x", "a")], 1) ==
          [("s", "w", "b"), ("s", "w", "a"), ("s", "x", "a")], "rotate: modes rotate by rep")
+    all8, io, rest = set(range(8)), {7}, set(range(7))
+    t.ok(place(args, "core", "poll") == (io, rest, io) and
+         place(args, "core", "notify") == (io, rest, all8) and
+         place(args, "core", "busyloop") == (io, rest, all8) and
+         place(args, "apart", "poll") == (io, rest, rest) and
+         place(args, "shared", "poll") == (all8, all8, all8),
+         "place: the workers on the I/O core in core's poll mode, on every CPU in its "
+         "others, with the guests in apart",
+         str([place(args, r, m) for r in REGIMES for m in MODES]))
     return t.end("selftest")
 
 
