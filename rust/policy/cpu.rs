@@ -284,7 +284,10 @@ impl KickCost {
 /// are found by the passes after it, and a pass cut short (a wake-up,
 /// which kicks on the rings taken back bring) finds only some of them. So
 /// the passes that find stalled rings are one episode until a whole pass
-/// (every ring the thread polls visited) finds none. Counted by passes,
+/// (every ring the thread polls visited) finds none, or for
+/// [`Stalls::EPISODE_MAX_JIFFIES`] at most: a thread whose passes a
+/// flood of wake-ups kept cutting short still counts a neighbour's next
+/// burst. Counted by passes,
 /// one stretch of a few milliseconds (a vCPU its host did not run, an
 /// interrupt storm) could make the verdict alone, and hold a thread that
 /// nothing keeps from its CPU any longer.
@@ -292,8 +295,9 @@ impl KickCost {
 pub(super) struct Stalls {
     /// The current window's start and the episodes in it.
     window: Option<(Jiffy, u32)>,
-    /// An episode is under way: no whole pass since its stalls were found.
-    episode: bool,
+    /// The start of the episode under way (no whole pass since its stalls
+    /// were found), if one is.
+    episode: Option<Jiffy>,
     /// The holds, a [`Backoff`].
     hold: Backoff,
 }
@@ -307,12 +311,14 @@ impl Stalls {
     pub(super) const HOLD_MIN_JIFFIES: u32 = 256;
     /// The longest.
     pub(super) const HOLD_MAX_JIFFIES: u32 = 16384;
+    /// The longest an episode lasts.
+    pub(super) const EPISODE_MAX_JIFFIES: usize = 2;
 
     /// Never stalled.
     pub(super) const fn new() -> Self {
         Self {
             window: None,
-            episode: false,
+            episode: None,
             hold: Backoff::new(),
         }
     }
@@ -323,11 +329,14 @@ impl Stalls {
     /// back, and is held.
     pub(super) fn after_pass(&mut self, now: Jiffy, stalled: bool, whole: bool) -> bool {
         if !stalled {
-            self.episode &= !whole;
+            if whole {
+                self.episode = None;
+            }
             return false;
         }
-        if core::mem::replace(&mut self.episode, true) {
-            return false;
+        match self.episode {
+            Some(start) if now.since(start) < Self::EPISODE_MAX_JIFFIES => return false,
+            _ => self.episode = Some(now),
         }
         let (start, n) = match self.window {
             Some((start, n)) if now.since(start) < Self::WINDOW_JIFFIES => (start, n + 1),
@@ -549,11 +558,26 @@ mod tests {
             // Cut short before any stalled ring: not the episode's end.
             assert!(!s.after_pass(j(t / 8), false, false));
         }
-        assert!(!s.after_pass(j(2), true, true));
-        assert_eq!(s.held_until(j(2)), None);
+        assert!(!s.after_pass(j(1), true, true));
+        assert_eq!(s.held_until(j(1)), None);
         // A whole pass without a stall ends it; two more make the verdict.
         assert!(!s.after_pass(j(3), false, true));
         assert_eq!(episodes(&mut s, &[40]), [false]);
         assert_eq!(episodes(&mut s, &[80]), [true]);
+    }
+
+    #[test]
+    fn an_episode_no_whole_pass_ends_still_ends_in_time() {
+        let mut s = Stalls::new();
+        // Every pass cut short, none whole.
+        assert!(!s.after_pass(j(0), true, false));
+        assert!(
+            !s.after_pass(j(1), true, false),
+            "within the bound: the same"
+        );
+        assert!(!s.after_pass(j(3), true, false), "3 jiffies on: the second");
+        assert!(!s.after_pass(j(4), false, false));
+        assert!(s.after_pass(j(6), true, false), "the third");
+        assert!(s.held_until(j(6)).is_some());
     }
 }
