@@ -341,7 +341,7 @@ TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
 	struct vp_vq_row sum;
 	struct vring_drv d;
 	__u64 exits, stalls;
-	int polled = 1;
+	int polled = 1, round;
 	pid_t nib;
 
 	if (vp_ncpus() < 2)
@@ -354,15 +354,30 @@ TEST_F(neighbour, kick_cost_limit_hands_back_what_costs_others)
 	nib = cpu0_task_start(nibble);
 	ASSERT_LT(0, nib);
 
-	/* No limit: polled on, idle, whoever wants the CPU now and then. */
-	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
-	ASSERT_EQ(0, vp_worker(&w0));
-	exits = sum.exits;
-	vp_sleep_ms(window);
-	ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
-	ASSERT_EQ(0, vp_worker(&w1));
-	TH_LOG("no limit: polled %d after %llu ms, %llu exits; the thread yielded %llu times",
-	       polled, window, sum.exits - exits, w1.yields - w0.yields);
+	/*
+	 * No limit: polled on, idle, whoever wants the CPU now and then. An
+	 * idle ring the watchdog took back (this vCPU off its host's CPU for
+	 * poll_stall_us: seen once in make check under TCG) stays in
+	 * notification mode, as nothing kicks it; that is not the rule's
+	 * doing, and the window is run again, three times at most. An exit
+	 * for any other reason fails at once.
+	 */
+	for (round = 1;; round++) {
+		if (round > 1)
+			ASSERT_EQ(0, poll_for_long(&d));
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+		ASSERT_EQ(0, vp_worker(&w0));
+		exits = sum.exits;
+		stalls = sum.stalls;
+		vp_sleep_ms(window);
+		ASSERT_EQ(1, vp_vq_sum(getpid(), d.index, &sum, &polled));
+		ASSERT_EQ(0, vp_worker(&w1));
+		TH_LOG("round %d, no limit: polled %d after %llu ms, %llu exits (%llu by the watchdog);",
+		       round, polled, window, sum.exits - exits, sum.stalls - stalls);
+		TH_LOG("the thread yielded %llu times", w1.yields - w0.yields);
+		if (round == 3 || sum.exits == exits || sum.exits - exits != sum.stalls - stalls)
+			break;
+	}
 	EXPECT_EQ(1, polled);
 	EXPECT_EQ(exits, sum.exits);
 	/* The task did wait for the thread's CPU, or the rule has no case. */
