@@ -287,10 +287,9 @@ impl KickCost {
 /// (every ring the thread polls visited) finds none, or for
 /// [`Stalls::EPISODE_MAX_JIFFIES`] at most: a thread whose passes a
 /// flood of wake-ups kept cutting short still counts a neighbour's next
-/// burst. Counted by passes,
-/// one stretch of a few milliseconds (a vCPU its host did not run, an
-/// interrupt storm) could make the verdict alone, and hold a thread that
-/// nothing keeps from its CPU any longer.
+/// burst. Counted by passes, one stretch of a few milliseconds (a vCPU
+/// its host did not run, an interrupt storm) could make the verdict
+/// alone, and hold a thread that nothing keeps from its CPU any longer.
 #[derive(Debug, Default)]
 pub(super) struct Stalls {
     /// The current window's start and the episodes in it.
