@@ -487,6 +487,17 @@ def trace_run(dev, mode):
     return rec
 
 
+# The polling threads' counters a cell keeps, as they moved during it.
+THREAD_DELTAS = ("yields", "yield_us", "refused", "passes", "naps", "nap_us",
+                 "contended", "stalled")
+
+
+def thread_deltas(before, after):
+    """What THREAD_DELTAS moved between two worker_counters() reads (those
+    the module shows)."""
+    return {k: after[k] - before.get(k, 0) for k in THREAD_DELTAS if k in after}
+
+
 def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
     """run_drivers() for one record of raw[@key]; a failure is recorded
     with its reason, and the run goes on. The thread's counters that
@@ -502,10 +513,7 @@ def run_cell(raw, key, rec, specs, limit_s, want_polled=0, cpus=None):
         log(f"error: {e}")
         rec["error"] = str(e)
     after = worker_counters()
-    rec["worker"] = {k: after[k] - before.get(k, 0)
-                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us",
-                               "contended", "stalled")
-                     if k in after}
+    rec["worker"] = thread_deltas(before, after)
     if "threads" in after:
         rec["worker"]["threads"] = after["threads"]
     raw[key].append(rec)
@@ -1127,10 +1135,7 @@ def run_guest_cell(raw, rec, procs, workload, ms):
         log(f"error: {e}")
         rec["error"] = str(e)
     w1 = worker_counters()
-    rec["worker"] = {k: w1[k] - w0.get(k, 0)
-                     for k in ("yields", "yield_us", "refused", "passes", "naps", "nap_us",
-                               "contended", "stalled")
-                     if k in w1}
+    rec["worker"] = thread_deltas(w0, w1)
     raw["cells"].append(rec)
 
 
